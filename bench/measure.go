@@ -1,0 +1,146 @@
+// Package bench times registered ops on the GPU and compares them with
+// PyTorch eager and torch.compile measured in the same run.
+//
+// Method: CUDA events around every launch; a spin kernel queued first so
+// the host runs ahead of the GPU and the events measure GPU time only; enough
+// independent input sets, rotated, that the data they touch is several times
+// the L2 (L2 does not flatter the result); warm-up first; the median of many
+// launches reported.
+package bench
+
+import (
+	_ "embed"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/jit"
+	"github.com/gokittens/kittens/registry"
+)
+
+//go:embed spin.cu
+var spinSrc string
+
+var spinKernel = jit.Kernel{File: "bench/spin.cu", Source: spinSrc, Entry: "spin"}
+
+// Options tune a measurement.
+type Options struct {
+	Runs      int // timed launches (default 200)
+	MaxSets   int // most input sets to rotate (default 16)
+	L2Factor  int // rotate enough sets to touch this many times the L2 (default 3)
+	MemBudget int64
+}
+
+func (o *Options) defaults() {
+	if o.Runs <= 0 {
+		o.Runs = 200
+	}
+	if o.MaxSets <= 0 {
+		o.MaxSets = 16
+	}
+	if o.L2Factor <= 0 {
+		o.L2Factor = 3
+	}
+	if o.MemBudget <= 0 {
+		o.MemBudget = 8 << 30
+	}
+}
+
+// Result is one timed case.
+type Result struct {
+	MedianUS float64 // median GPU time per launch, µs
+	MinUS    float64
+	GBs      float64 // Bytes / median
+	TFLOPs   float64 // Flops / median
+	Sets     int     // input sets rotated
+	Runs     int
+}
+
+// Measure times one benchmark case on dev.
+func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
+	opt.defaults()
+	sets := 1
+	if b.Bytes > 0 {
+		want := int64(dev.Props().L2Bytes) * int64(opt.L2Factor)
+		sets = int((want + b.Bytes - 1) / b.Bytes)
+		sets = max(1, min(sets, opt.MaxSets, int(opt.MemBudget/max(b.Bytes, 1))))
+	}
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+	insts := make([]registry.Instance, 0, sets)
+	defer func() {
+		for _, in := range insts {
+			if in.Free != nil {
+				in.Free()
+			}
+		}
+	}()
+	for range sets {
+		in, err := b.New(dev, rng)
+		if err != nil {
+			return Result{}, err
+		}
+		insts = append(insts, in)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.Destroy()
+	spin, err := jit.Get(dev, spinKernel)
+	if err != nil {
+		return Result{}, err
+	}
+	// Warm up: every set once, then a first estimate of the time per launch.
+	for _, in := range insts {
+		if err := in.Run(s); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := s.Synchronize(); err != nil {
+		return Result{}, fmt.Errorf("bench: warm-up: %w", err)
+	}
+	evs := make([]*cuda.Event, opt.Runs+1)
+	for i := range evs {
+		if evs[i], err = dev.NewEvent(); err != nil {
+			return Result{}, err
+		}
+		defer evs[i].Destroy()
+	}
+	times := make([]float64, 0, opt.Runs)
+	for round := 0; round < 2; round++ { // round 0 warms clocks and caches, round 1 is kept
+		times = times[:0]
+		if err := spin.Launch(cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(1), Stream: s},
+			cuda.NewArgs().I64(int64(opt.Runs)*12_000)); err != nil {
+			return Result{}, err
+		}
+		if err := evs[0].Record(s); err != nil {
+			return Result{}, err
+		}
+		for i := range opt.Runs {
+			if err := insts[i%sets].Run(s); err != nil {
+				return Result{}, err
+			}
+			if err := evs[i+1].Record(s); err != nil {
+				return Result{}, err
+			}
+		}
+		if err := s.Synchronize(); err != nil {
+			return Result{}, fmt.Errorf("bench: timed runs: %w", err)
+		}
+		for i := range opt.Runs {
+			ms, err := cuda.Elapsed(evs[i], evs[i+1])
+			if err != nil {
+				return Result{}, err
+			}
+			times = append(times, float64(ms)*1e3)
+		}
+	}
+	sort.Float64s(times)
+	r := Result{MedianUS: times[len(times)/2], MinUS: times[0], Sets: sets, Runs: opt.Runs}
+	if r.MedianUS > 0 {
+		r.GBs = float64(b.Bytes) / (r.MedianUS * 1e3)
+		r.TFLOPs = float64(b.Flops) / (r.MedianUS * 1e6)
+	}
+	return r, nil
+}

@@ -1,0 +1,57 @@
+# torch_base.py: the PyTorch side of `kittens bench --vs torch`.
+#
+# Reads a JSON list of cases on stdin: [{"id": ..., "op": ..., "args": {...}}].
+# Each family's snippet (appended after this file) registers builders with
+# @builder("name"). A builder takes the args dict and returns (fn, inputs):
+# fn(*inputs) performs the op with PyTorch on fresh random CUDA tensors.
+# This script times fn eagerly and torch.compile(fn) with
+# triton.testing.do_bench (CUDA events, L2 flushed before every launch,
+# median), and prints one JSON object per case on stdout.
+import json
+import math
+import sys
+import traceback
+
+import torch
+import triton
+
+BUILDERS = {}
+DT = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
+      "i32": torch.int32, "i64": torch.int64}
+
+
+def builder(name):
+    def deco(fn):
+        BUILDERS[name] = fn
+        return fn
+    return deco
+
+
+def randn(*shape, dtype="bf16", std=1.0):
+    return (torch.randn(*shape, device="cuda", dtype=torch.float32) * std).to(DT[dtype])
+
+
+def time_us(fn, inputs):
+    return triton.testing.do_bench(lambda: fn(*inputs), warmup=25, rep=100, return_mode="median") * 1e3
+
+
+def main():
+    cases = json.load(sys.stdin)
+    torch.manual_seed(0)
+    for c in cases:
+        out = {"id": c["id"]}
+        try:
+            fn, inputs = BUILDERS[c["op"]](c["args"])
+            out["eager_us"] = time_us(fn, inputs)
+            if not c.get("no_compile"):
+                cfn = torch.compile(fn, dynamic=False)
+                out["compile_us"] = time_us(cfn, inputs)
+        except Exception as e:  # report, keep going
+            out["error"] = f"{type(e).__name__}: {e}"
+            traceback.print_exc(file=sys.stderr)
+        print(json.dumps(out), flush=True)
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

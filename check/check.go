@@ -1,0 +1,282 @@
+// Package check compares a kernel's outputs with the CPU reference. Run
+// takes host tensors, runs the op once on the host (the reference, in
+// float64) and once on the device with poisoned outputs, and compares
+// element by element: max-abs error, relative L2 error, NaN and unwritten
+// elements. Integer outputs must match exactly.
+package check
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/tensor"
+)
+
+// Tolerance bounds the error of one output: every element must satisfy
+// |got−want| ≤ Atol + Rtol·|want|, and ‖got−want‖₂/‖want‖₂ ≤ RelNorm (when
+// RelNorm > 0). A zero Tolerance demands exact equality.
+type Tolerance struct{ Atol, Rtol, RelNorm float64 }
+
+// ForDType is the elementwise tolerance of an output rounded once to dt
+// from an fp32 computation: two units in the last place of the format
+// (one for the reference's rounding, one for the kernel's), relative, plus a
+// matching absolute floor for values near zero.
+func ForDType(dt tensor.DType) Tolerance {
+	switch dt {
+	case tensor.F32:
+		return Tolerance{Atol: 1e-5, Rtol: 1e-5, RelNorm: 1e-5}
+	case tensor.F16:
+		return Tolerance{Atol: 1e-3, Rtol: 2e-3, RelNorm: 1e-3}
+	case tensor.BF16:
+		return Tolerance{Atol: 1e-2, Rtol: 1.6e-2, RelNorm: 8e-3}
+	case tensor.F8E4M3, tensor.F8E5M2:
+		return Tolerance{Atol: 0.07, Rtol: 0.26, RelNorm: 0.07}
+	}
+	return Tolerance{}
+}
+
+// Report is the outcome of one comparison.
+type Report struct {
+	Name      string
+	Elements  int
+	MaxAbs    float64 // largest |got − want|
+	RelNorm   float64 // ‖got − want‖₂ / ‖want‖₂
+	Bad       int     // elements outside the tolerance (NaN included)
+	Unwritten int     // elements still holding the poison pattern
+	Worst     string  // where the worst element is and what it held
+	Pass      bool
+	CPUOnly   bool // no device: the host path ran alone
+}
+
+func (r Report) String() string {
+	if r.CPUOnly {
+		return fmt.Sprintf("%s: cpu only, %d elements, unwritten %d", r.Name, r.Elements, r.Unwritten)
+	}
+	s := fmt.Sprintf("%s: max|Δ| %.3g, rel %.3g, bad %d/%d, unwritten %d", r.Name, r.MaxAbs, r.RelNorm, r.Bad, r.Elements, r.Unwritten)
+	if r.Worst != "" && !r.Pass {
+		s += " (" + r.Worst + ")"
+	}
+	return s
+}
+
+// Merge combines the reports of several outputs of one case.
+func Merge(rs ...Report) Report {
+	if len(rs) == 0 {
+		return Report{Pass: false, Worst: "no outputs compared"}
+	}
+	m := Report{Pass: true, CPUOnly: true}
+	var names []string
+	for _, r := range rs {
+		names = append(names, r.Name)
+		m.Elements += r.Elements
+		m.MaxAbs = math.Max(m.MaxAbs, r.MaxAbs)
+		m.RelNorm = math.Max(m.RelNorm, r.RelNorm)
+		m.Bad += r.Bad
+		m.Unwritten += r.Unwritten
+		m.Pass = m.Pass && r.Pass
+		m.CPUOnly = m.CPUOnly && r.CPUOnly
+		if !r.Pass && m.Worst == "" {
+			m.Worst = r.Name + ": " + r.Worst
+		}
+	}
+	m.Name = strings.Join(names, "+")
+	return m
+}
+
+// Compare checks got against want. Where want is NaN, got must be NaN too;
+// infinities must match exactly.
+func Compare(name string, got, want []float64, tol Tolerance) Report {
+	r := Report{Name: name, Elements: len(want), Pass: true}
+	if len(got) != len(want) {
+		r.Pass, r.Worst = false, fmt.Sprintf("length %d, want %d", len(got), len(want))
+		return r
+	}
+	var num, den float64
+	worst := -1.0
+	for i := range want {
+		g, w := got[i], want[i]
+		var d float64
+		bad := false
+		switch {
+		case math.IsNaN(w) || math.IsNaN(g):
+			bad = math.IsNaN(w) != math.IsNaN(g)
+			if bad {
+				d = math.Inf(1)
+			}
+		case math.IsInf(w, 0) || math.IsInf(g, 0):
+			bad = g != w
+			if bad {
+				d = math.Inf(1)
+			}
+		default:
+			d = math.Abs(g - w)
+			bad = d > tol.Atol+tol.Rtol*math.Abs(w)
+			num += d * d
+			den += w * w
+		}
+		if bad {
+			r.Bad++
+		}
+		if d > r.MaxAbs || (bad && worst < 0) {
+			r.MaxAbs = math.Max(r.MaxAbs, d)
+		}
+		if bad && d > worst {
+			worst = d
+			r.Worst = fmt.Sprintf("element %d: got %g, want %g", i, g, w)
+		}
+	}
+	if den > 0 {
+		r.RelNorm = math.Sqrt(num / den)
+	} else if num > 0 {
+		r.RelNorm = math.Inf(1)
+	}
+	if r.Bad > 0 || (tol.RelNorm > 0 && r.RelNorm > tol.RelNorm) {
+		r.Pass = false
+		if r.Worst == "" {
+			r.Worst = fmt.Sprintf("relative norm %.3g over %.3g", r.RelNorm, tol.RelNorm)
+		}
+	}
+	return r
+}
+
+// Exact checks integer outputs for equality.
+func Exact(name string, got, want []int64) Report {
+	r := Report{Name: name, Elements: len(want), Pass: len(got) == len(want)}
+	for i := range want {
+		if i < len(got) && got[i] != want[i] {
+			if r.Bad == 0 {
+				r.Worst = fmt.Sprintf("element %d: got %d, want %d", i, got[i], want[i])
+			}
+			r.Bad++
+			r.Pass = false
+		}
+	}
+	return r
+}
+
+// unwritten counts elements whose bytes are all 0xFF, the poison pattern no
+// kernel or reference produces for a float output.
+func unwritten(t *tensor.Tensor) int {
+	if !t.DType().IsFloat() {
+		return 0
+	}
+	size := t.DType().Size()
+	v, _ := t.View(tensor.U8, []int{t.Numel(), size}, []int{size, 1})
+	if !t.Contiguous() {
+		return unwrittenStrided(t)
+	}
+	n := 0
+	b := v.Bytes()
+	for i := 0; i+size <= len(b); i += size {
+		all := true
+		for j := range size {
+			all = all && b[i+j] == 0xFF
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+// unwrittenStrided counts poisoned elements of a strided float tensor
+// through its values: all-ones is a NaN with every payload bit set.
+func unwrittenStrided(t *tensor.Tensor) int {
+	n := 0
+	for _, x := range t.Float64s() {
+		if math.IsNaN(x) && math.Signbit(x) {
+			n++
+		}
+	}
+	return n
+}
+
+// Spec is one parity case: host tensors (inputs filled, outputs of the right
+// shape), which of them the op writes, and the op call itself.
+type Spec struct {
+	Tensors []*tensor.Tensor
+	Names   []string          // one per tensor, for reports
+	Outputs []int             // tensors to compare after the run
+	Poison  []int             // pure outputs: poisoned before each run
+	Tol     map[int]Tolerance // per output; default ForDType of the output
+	Run     func(ts []*tensor.Tensor) error
+}
+
+func clone(t *tensor.Tensor) *tensor.Tensor {
+	c, _ := tensor.NewStrided(t.DType(), t.Shape(), t.Strides())
+	copy(c.Bytes(), t.Bytes())
+	return c
+}
+
+// Run executes a Spec: the host path gives the reference; with a device, the
+// device path runs on copies and is compared with it.
+func Run(dev *cuda.Device, s Spec) (Report, error) {
+	ref := make([]*tensor.Tensor, len(s.Tensors))
+	for i, t := range s.Tensors {
+		ref[i] = clone(t)
+	}
+	for _, i := range s.Poison {
+		ref[i].Poison()
+	}
+	if err := s.Run(ref); err != nil {
+		return Report{}, fmt.Errorf("host reference: %w", err)
+	}
+	if dev == nil {
+		var rs []Report
+		for _, i := range s.Outputs {
+			u := unwritten(ref[i])
+			rs = append(rs, Report{Name: s.Names[i], Elements: ref[i].Numel(), Unwritten: u, Pass: u == 0, CPUOnly: true,
+				Worst: fmt.Sprintf("%d elements never written", u)})
+		}
+		return Merge(rs...), nil
+	}
+	devTs := make([]*tensor.Tensor, len(s.Tensors))
+	defer func() {
+		for _, t := range devTs {
+			t.Free()
+		}
+	}()
+	for i, t := range s.Tensors {
+		d, err := t.ToDevice(dev)
+		if err != nil {
+			return Report{}, err
+		}
+		devTs[i] = d
+	}
+	for _, i := range s.Poison {
+		if err := devTs[i].Poison(); err != nil {
+			return Report{}, err
+		}
+	}
+	if err := s.Run(devTs); err != nil {
+		return Report{}, fmt.Errorf("device: %w", err)
+	}
+	if err := dev.Synchronize(); err != nil {
+		return Report{}, fmt.Errorf("device: %w", err)
+	}
+	var rs []Report
+	for _, i := range s.Outputs {
+		got, err := devTs[i].ToHost()
+		if err != nil {
+			return Report{}, err
+		}
+		var r Report
+		if got.DType().IsFloat() {
+			tol, ok := s.Tol[i]
+			if !ok {
+				tol = ForDType(got.DType())
+			}
+			r = Compare(s.Names[i], got.Float64s(), ref[i].Float64s(), tol)
+		} else {
+			r = Exact(s.Names[i], got.Int64s(), ref[i].Int64s())
+		}
+		r.Unwritten = unwritten(got)
+		if r.Unwritten > 0 {
+			r.Pass = false
+		}
+		rs = append(rs, r)
+	}
+	return Merge(rs...), nil
+}

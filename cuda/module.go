@@ -1,0 +1,241 @@
+package cuda
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// Module is loaded device code (a CUBIN).
+type Module struct {
+	dev *Device
+	h   uintptr
+}
+
+// LoadModule loads a CUBIN image into the device's context.
+func (d *Device) LoadModule(image []byte) (*Module, error) {
+	d.bind()
+	defer unbind()
+	h := newOut[uintptr]()
+	err := newError("cuModuleLoadData", cuModuleLoadData.call(ptr(h), hostPtr(image)))
+	runtime.KeepAlive(image)
+	if err != nil {
+		return nil, err
+	}
+	return &Module{dev: d, h: *h}, nil
+}
+
+// Unload releases the module.
+func (m *Module) Unload() error {
+	m.dev.bind()
+	defer unbind()
+	return newError("cuModuleUnload", cuModuleUnload.call(m.h))
+}
+
+// Function is one kernel of a module.
+type Function struct {
+	dev  *Device
+	h    uintptr
+	Name string
+}
+
+// Function looks up a kernel by its (extern "C") name.
+func (m *Module) Function(name string) (*Function, error) {
+	m.dev.bind()
+	defer unbind()
+	cname := append([]byte(name), 0)
+	h := newOut[uintptr]()
+	err := newError("cuModuleGetFunction", cuModuleGetFunction.call(ptr(h), m.h, hostPtr(cname)))
+	runtime.KeepAlive(cname)
+	if err != nil {
+		return nil, err
+	}
+	return &Function{dev: m.dev, h: *h, Name: name}, nil
+}
+
+// Device returns the function's device.
+func (f *Function) Device() *Device { return f.dev }
+
+// FuncAttr is a CUfunction_attribute.
+type FuncAttr int
+
+// Function attributes.
+const (
+	FuncMaxThreadsPerBlock   FuncAttr = 0
+	FuncSharedSizeBytes      FuncAttr = 1
+	FuncLocalSizeBytes       FuncAttr = 3
+	FuncNumRegs              FuncAttr = 4
+	FuncMaxDynamicShared     FuncAttr = 8
+	FuncNonPortableClusterOK FuncAttr = 16
+)
+
+// Attribute reads a function attribute.
+func (f *Function) Attribute(a FuncAttr) (int, error) {
+	f.dev.bind()
+	defer unbind()
+	v := newOut[int32]()
+	err := newError("cuFuncGetAttribute", cuFuncGetAttribute.call(ptr(v), uintptr(a), f.h))
+	return int(*v), err
+}
+
+// SetAttribute sets a function attribute.
+func (f *Function) SetAttribute(a FuncAttr, v int) error {
+	f.dev.bind()
+	defer unbind()
+	return newError("cuFuncSetAttribute", cuFuncSetAttribute.call(f.h, uintptr(a), uintptr(v)))
+}
+
+// SetMaxDynamicShared raises (or lowers) the dynamic shared memory a launch of
+// f may ask for; above 48 KiB this is required.
+func (f *Function) SetMaxDynamicShared(bytes int) error {
+	return f.SetAttribute(FuncMaxDynamicShared, bytes)
+}
+
+// MaxActiveBlocksPerSM returns how many blocks of the given size and dynamic
+// shared memory fit on one multiprocessor at once.
+func (f *Function) MaxActiveBlocksPerSM(blockSize, dynShared int) (int, error) {
+	f.dev.bind()
+	defer unbind()
+	v := newOut[int32]()
+	err := newError("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+		cuOccupancyMaxBlocks.call(ptr(v), f.h, uintptr(blockSize), uintptr(dynShared)))
+	return int(*v), err
+}
+
+// Dim3 is a grid or block size.
+type Dim3 struct{ X, Y, Z uint32 }
+
+// D1 is a one-dimensional Dim3.
+func D1(x int) Dim3 { return Dim3{uint32(x), 1, 1} }
+
+// LaunchConfig says how to launch a kernel.
+type LaunchConfig struct {
+	Grid, Block Dim3
+	Shared      int     // dynamic shared memory bytes
+	Stream      *Stream // nil: the legacy default stream
+	Cluster     Dim3    // thread-block cluster size; zero: no cluster
+}
+
+const maxArgs = 32
+
+// Args holds a kernel's arguments. Take one with NewArgs, add arguments in the
+// kernel's parameter order, and hand it to Launch, which returns it to a pool:
+// in steady state building and launching allocates nothing.
+type Args struct {
+	vals [maxArgs]uint64
+	maps [2]TensorMap
+	ptrs [maxArgs]unsafe.Pointer
+	n    int
+	nmap int
+}
+
+var argsPool = sync.Pool{New: func() any { return new(Args) }}
+
+// NewArgs takes an empty argument list from the pool.
+func NewArgs() *Args {
+	a := argsPool.Get().(*Args)
+	a.n, a.nmap = 0, 0
+	return a
+}
+
+func (a *Args) put(v uint64) *Args {
+	if a.n == maxArgs {
+		panic("cuda: too many kernel arguments")
+	}
+	a.vals[a.n] = v
+	a.ptrs[a.n] = unsafe.Pointer(&a.vals[a.n])
+	a.n++
+	return a
+}
+
+// Ptr adds a device pointer.
+func (a *Args) Ptr(p DevicePtr) *Args { return a.put(uint64(p)) }
+
+// I32 adds an int.
+func (a *Args) I32(v int32) *Args { return a.put(uint64(uint32(v))) }
+
+// U32 adds an unsigned int.
+func (a *Args) U32(v uint32) *Args { return a.put(uint64(v)) }
+
+// I64 adds a long long.
+func (a *Args) I64(v int64) *Args { return a.put(uint64(v)) }
+
+// F32 adds a float.
+func (a *Args) F32(v float32) *Args { return a.put(uint64(math.Float32bits(v))) }
+
+// Map adds a tensor map passed by value (a __grid_constant__ CUtensorMap).
+func (a *Args) Map(m *TensorMap) *Args {
+	if a.nmap == len(a.maps) || a.n == maxArgs {
+		panic("cuda: too many tensor-map arguments")
+	}
+	a.maps[a.nmap] = *m
+	a.ptrs[a.n] = unsafe.Pointer(&a.maps[a.nmap])
+	a.nmap++
+	a.n++
+	return a
+}
+
+// Release returns an argument list that will not be launched to the pool.
+func (a *Args) Release() { argsPool.Put(a) }
+
+// cuLaunchConfig mirrors CUlaunchConfig.
+type cuLaunchConfig struct {
+	gridX, gridY, gridZ    uint32
+	blockX, blockY, blockZ uint32
+	shared                 uint32
+	_                      uint32
+	stream                 uintptr
+	attrs                  uintptr
+	numAttrs               uint32
+	_                      uint32
+}
+
+// cuLaunchAttribute mirrors CUlaunchAttribute: a 4-byte id, padding to 8,
+// and a 64-byte value union.
+type cuLaunchAttribute struct {
+	id    uint32
+	_     uint32
+	value [16]uint32
+}
+
+const launchAttrClusterDimension = 4
+
+// exState holds the structs cuLaunchKernelEx reads, pooled so a launch with a
+// cluster allocates nothing either.
+type exState struct {
+	cfg  cuLaunchConfig
+	attr cuLaunchAttribute
+}
+
+var exPool = sync.Pool{New: func() any { return new(exState) }}
+
+// Launch queues the kernel with the given arguments and returns a to the pool.
+// A config with a Cluster goes through cuLaunchKernelEx.
+func (f *Function) Launch(cfg LaunchConfig, a *Args) error {
+	var stream uintptr
+	if cfg.Stream != nil {
+		stream = cfg.Stream.h
+	}
+	f.dev.bind()
+	defer unbind()
+	defer argsPool.Put(a)
+	params := uintptr(unsafe.Pointer(&a.ptrs[0]))
+	if cfg.Cluster == (Dim3{}) {
+		return newError("cuLaunchKernel", cuLaunchKernel.call(f.h,
+			uintptr(cfg.Grid.X), uintptr(cfg.Grid.Y), uintptr(cfg.Grid.Z),
+			uintptr(cfg.Block.X), uintptr(cfg.Block.Y), uintptr(cfg.Block.Z),
+			uintptr(cfg.Shared), stream, params, 0))
+	}
+	ex := exPool.Get().(*exState)
+	defer exPool.Put(ex)
+	ex.attr = cuLaunchAttribute{id: launchAttrClusterDimension}
+	ex.attr.value[0], ex.attr.value[1], ex.attr.value[2] = cfg.Cluster.X, cfg.Cluster.Y, cfg.Cluster.Z
+	ex.cfg = cuLaunchConfig{
+		gridX: cfg.Grid.X, gridY: cfg.Grid.Y, gridZ: cfg.Grid.Z,
+		blockX: cfg.Block.X, blockY: cfg.Block.Y, blockZ: cfg.Block.Z,
+		shared: uint32(cfg.Shared), stream: stream,
+		attrs: uintptr(unsafe.Pointer(&ex.attr)), numAttrs: 1,
+	}
+	return newError("cuLaunchKernelEx", cuLaunchKernelEx.call(uintptr(unsafe.Pointer(&ex.cfg)), f.h, params, 0))
+}

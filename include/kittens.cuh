@@ -1,0 +1,111 @@
+// kittens.cuh: the shared device vocabulary. Storage types for the 16-bit
+// and 8-bit floats, one-instruction conversions to and from fp32 (round to
+// nearest even; fp8 saturates to the finite range), 16-byte packs for
+// coalesced vector access, and warp/block reductions in fp32.
+#pragma once
+
+typedef signed char i8;
+typedef unsigned char u8;
+typedef short i16;
+typedef unsigned short u16;
+typedef int i32;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define KI __device__ __forceinline__
+
+// Storage types. Arithmetic always happens in fp32.
+struct __align__(2) bf16 { u16 bits; };
+struct __align__(2) f16 { u16 bits; };
+struct __align__(1) fp8e4m3 { u8 bits; };
+struct __align__(1) fp8e5m2 { u8 bits; };
+
+KI float to_float(float v) { return v; }
+KI float to_float(bf16 v) { return __uint_as_float(((u32)v.bits) << 16); }
+KI float to_float(f16 v) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits)); return f; }
+KI float to_float(fp8e4m3 v) {
+  u32 h; u16 in = v.bits;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(in)); // low byte -> low half
+  return to_float(f16{(u16)(h & 0xffff)});
+}
+KI float to_float(fp8e5m2 v) { return to_float(f16{(u16)(((u16)v.bits) << 8)}); }
+
+template <class T> KI T from_float(float v);
+template <> KI float from_float<float>(float v) { return v; }
+template <> KI bf16 from_float<bf16>(float v) { u16 r; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v)); return bf16{r}; }
+template <> KI f16 from_float<f16>(float v) { u16 r; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(v)); return f16{r}; }
+template <> KI fp8e4m3 from_float<fp8e4m3>(float v) {
+  u16 r; asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(r) : "f"(v)); return fp8e4m3{(u8)(r & 0xff)};
+}
+template <> KI fp8e5m2 from_float<fp8e5m2>(float v) {
+  u16 r; asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %1;" : "=h"(r) : "f"(v)); return fp8e5m2{(u8)(r & 0xff)};
+}
+
+// Pack<T> is 16 bytes of T: the unit of every vectorized load and store.
+template <class T> struct __align__(16) Pack {
+  static constexpr int N = 16 / sizeof(T);
+  T v[N];
+};
+
+// Loads that bypass L1 (data read once) and plain/streaming stores.
+template <class T> KI Pack<T> load_pack(const T* p) {
+  Pack<T> r; uint4 u;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(p));
+  *reinterpret_cast<uint4*>(&r) = u; return r;
+}
+// load_pack_rw reads data the same kernel may also write (no .nc).
+template <class T> KI Pack<T> load_pack_rw(const T* p) {
+  Pack<T> r; *reinterpret_cast<uint4*>(&r) = *reinterpret_cast<const uint4*>(p); return r;
+}
+template <class T> KI void store_pack(T* p, const Pack<T>& v) {
+  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&v);
+}
+
+// Warp and block reductions (fp32).
+KI float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+KI float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// Reductions over groups of W lanes (W a power of two ≤ 32), W-aligned.
+template <int W> KI float group_sum(float v) {
+#pragma unroll
+  for (int o = W / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <int W> KI float group_max(float v) {
+#pragma unroll
+  for (int o = W / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// block_sum returns the sum over all threads of the block to every thread.
+// scratch needs 32 floats of shared memory; the block is a multiple of 32.
+KI float block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nw ? scratch[lane] : 0.f;
+  return warp_sum(v);
+}
+KI float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nw ? scratch[lane] : -__int_as_float(0x7f800000);
+  return warp_max(v);
+}
+
+KI float kinf() { return __int_as_float(0x7f800000); }
+KI float knan() { return __int_as_float(0x7fffffff); }

@@ -1,0 +1,49 @@
+// tile.cuh: Hopper tile plumbing. mbarriers in shared memory, TMA tile
+// loads (cp.async.bulk.tensor) that complete on an mbarrier, and the
+// thread-block-cluster queries and barriers. Tensor maps arrive as
+// `const __grid_constant__ TensorMap` kernel parameters.
+#pragma once
+#include "kittens.cuh"
+
+struct __align__(64) TensorMap { u64 raw[16]; };
+
+KI u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+
+// mbarrier: init with the number of arriving threads, arm with the bytes the
+// TMA will deliver, then wait on the phase parity.
+KI void mbar_init(u64* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_addr(bar)), "r"(count));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+KI void mbar_expect_tx(u64* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+KI void mbar_wait(u64* bar, u32 phase) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra WAIT_%=;\n}\n" :: "r"(smem_addr(bar)), "r"(phase) : "memory");
+}
+
+// tma_load_2d copies the box at (x innermost, y) of a 2-D tensor map into
+// shared memory, completing on bar.
+KI void tma_load_2d(void* dst, const TensorMap* map, u64* bar, int x, int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+      :: "r"(smem_addr(dst)), "l"(map), "r"(smem_addr(bar)), "r"(x), "r"(y) : "memory");
+}
+
+// Cluster queries and the cluster-wide barrier.
+KI u32 cluster_ctarank() { u32 r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
+KI u32 cluster_nctarank() { u32 r; asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r)); return r; }
+KI void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// dsmem_load_f32 reads a float from the same shared-memory offset in the
+// shared memory of cluster block `rank`.
+KI float dsmem_load_f32(const float* local, u32 rank) {
+  u32 remote; float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}

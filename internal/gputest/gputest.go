@@ -1,0 +1,90 @@
+// Package gputest gives tests a device when there is one. Without a GPU,
+// tests that need one skip, unless KITTENS_REQUIRE_GPU=1 is set (as on the
+// GPU machine), which turns every such skip into a failure.
+package gputest
+
+import (
+	"os"
+	"testing"
+
+	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/tensor"
+)
+
+// EnvRequire names the variable that makes a missing GPU fail tests.
+const EnvRequire = "KITTENS_REQUIRE_GPU"
+
+// Device returns device 0 or skips the test (fails it under KITTENS_REQUIRE_GPU=1).
+func Device(t testing.TB) *cuda.Device {
+	t.Helper()
+	d, err := cuda.Default()
+	if err != nil {
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("no GPU but %s=1: %v", EnvRequire, err)
+		}
+		t.Skipf("no GPU: %v", err)
+	}
+	return d
+}
+
+// Maybe returns device 0, or nil when there is none (and no GPU is required).
+func Maybe(t testing.TB) *cuda.Device {
+	t.Helper()
+	d, err := cuda.Default()
+	if err != nil {
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("no GPU but %s=1: %v", EnvRequire, err)
+		}
+		return nil
+	}
+	return d
+}
+
+// RunChecks runs every registered parity case of a family as a subtest: on
+// the GPU against the CPU reference when there is one, otherwise the host
+// path alone (every output must be written). Each case draws fresh inputs;
+// the seed is logged so a failure can be replayed.
+func RunChecks(t *testing.T, family string) {
+	ops := registry.Family(family)
+	if len(ops) == 0 {
+		t.Fatalf("no ops registered for family %q", family)
+	}
+	dev := Maybe(t)
+	for _, op := range ops {
+		for _, c := range op.Checks {
+			t.Run(op.Name+"/"+c.Name, func(t *testing.T) {
+				rng, seed := tensor.NewRNG()
+				r, err := c.Run(dev, rng)
+				if err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+				if !r.Pass {
+					t.Fatalf("seed %d: %v", seed, r)
+				}
+				t.Log(r)
+			})
+		}
+	}
+}
+
+// RunBenches times every registered benchmark case of a family as a
+// sub-benchmark (GPU only) and reports median µs and GB/s. The measurement
+// is bench.Measure's own (events, rotation, median), so b.N is not used.
+func RunBenches(b *testing.B, family string) {
+	dev := Device(b)
+	for _, op := range registry.Family(family) {
+		for _, c := range op.Benches {
+			b.Run(op.Name+"/"+c.Name, func(b *testing.B) {
+				r, err := bench.Measure(dev, c, bench.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(r.MedianUS, "µs")
+				b.ReportMetric(r.GBs, "GB/s")
+			})
+		}
+	}
+}

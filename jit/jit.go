@@ -1,0 +1,159 @@
+// Package jit compiles the library's CUDA kernels at run time with NVRTC, for
+// the exact architecture of the device at hand, and caches the results: in
+// process (one module per device and kernel) and on disk (one CUBIN per
+// source, shared headers, options, NVRTC version and architecture).
+//
+// A kernel is specialized only by scalars, given as preprocessor defines
+// (dtype, vector width, block size), so a cache key is small and explicit.
+package jit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/include"
+)
+
+// Kernel is one kernel entry of one CUDA C++ source, specialized by defines.
+type Kernel struct {
+	File    string   // name used in logs and errors, e.g. "norm/rmsnorm.cu"
+	Source  string   // the CUDA C++ source (usually go:embed)
+	Entry   string   // the extern "C" __global__ function to load
+	Defines []string // "NAME=VALUE" macros that specialize the source
+}
+
+func (k Kernel) String() string {
+	return k.File + ":" + k.Entry + "[" + strings.Join(k.Defines, ",") + "]"
+}
+
+// baseOptions are handed to NVRTC for every kernel.
+var baseOptions = []string{"-std=c++17", "-default-device", "-lineinfo"}
+
+// options returns the NVRTC options for k on a device of architecture arch.
+func options(k Kernel, arch string) []string {
+	opts := append([]string{"-arch=" + arch}, baseOptions...)
+	for _, d := range k.Defines {
+		opts = append(opts, "-D"+d)
+	}
+	return opts
+}
+
+// Key is the content hash that names a compiled kernel: source, every shared
+// header, options, NVRTC version and architecture.
+func Key(k Kernel, arch, nvrtcVersion string) string {
+	h := sha256.New()
+	put := func(s string) { fmt.Fprintf(h, "%d:%s;", len(s), s) }
+	put("kittens-jit-1")
+	put(k.Source)
+	for _, hd := range include.Headers() {
+		put(hd.Name)
+		put(hd.Source)
+	}
+	for _, o := range options(k, arch) {
+		put(o)
+	}
+	put(nvrtcVersion)
+	put(arch)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+type memoKey struct {
+	dev *cuda.Device
+	k   string
+}
+
+var (
+	memoMu sync.Mutex
+	memo   = map[memoKey]*entry{}
+)
+
+// entry is one kernel being or having been built for one device; concurrent
+// callers wait on the same build.
+type entry struct {
+	once sync.Once
+	fn   *cuda.Function
+	err  error
+}
+
+// Get returns kernel k built for dev, compiling it if neither the process
+// nor the disk cache has it.
+func Get(dev *cuda.Device, k Kernel) (*cuda.Function, error) {
+	mk := memoKey{dev, k.File + "\x00" + k.Entry + "\x00" + k.Source + "\x00" + strings.Join(k.Defines, "\x00")}
+	memoMu.Lock()
+	e := memo[mk]
+	if e == nil {
+		e = &entry{}
+		memo[mk] = e
+	}
+	memoMu.Unlock()
+	e.once.Do(func() { e.fn, e.err = build(dev, k) })
+	return e.fn, e.err
+}
+
+func build(dev *cuda.Device, k Kernel) (*cuda.Function, error) {
+	cubin, err := cubinFor(dev.Props().Arch(), k)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := dev.LoadModule(cubin)
+	if err != nil {
+		return nil, fmt.Errorf("jit: %s: %w", k, err)
+	}
+	fn, err := mod.Function(k.Entry)
+	if err != nil {
+		return nil, fmt.Errorf("jit: %s: %w", k, err)
+	}
+	return fn, nil
+}
+
+// Compiled is set by cubinFor whenever NVRTC ran (not a cache hit); tests and
+// the progress display read it.
+var compiled struct {
+	sync.Mutex
+	n int
+}
+
+// Compiles returns how many kernels this process has compiled with NVRTC.
+func Compiles() int {
+	compiled.Lock()
+	defer compiled.Unlock()
+	return compiled.n
+}
+
+// cubinFor returns the CUBIN of k for arch from the disk cache, or compiles
+// it and stores it there.
+func cubinFor(arch string, k Kernel) ([]byte, error) {
+	ma, mi, err := cuda.NVRTCVersion()
+	if err != nil {
+		return nil, err
+	}
+	key := Key(k, arch, fmt.Sprintf("%d.%d", ma, mi))
+	if b, ok := readCache(key); ok {
+		return b, nil
+	}
+	cubin, err := cuda.CompileCUBIN(k.File, k.Source, include.Headers(), options(k, arch))
+	if err != nil {
+		return nil, fmt.Errorf("jit: compiling %s: %w", k, err)
+	}
+	compiled.Lock()
+	compiled.n++
+	compiled.Unlock()
+	writeCache(key, cubin)
+	return cubin, nil
+}
+
+// Defines formats name=value pairs for Kernel.Defines, sorted by name so
+// equal specializations give equal keys.
+func Defines(kv map[string]any) []string {
+	out := make([]string, 0, len(kv))
+	for k, v := range kv {
+		out = append(out, fmt.Sprintf("%s=%v", k, v))
+	}
+	sort.Strings(out)
+	return out
+}

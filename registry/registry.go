@@ -1,0 +1,136 @@
+// Package registry is the one list of every op: its parity cases and its
+// benchmark cases. Family packages register their ops in init; the tests,
+// the kittens CLI (check, bench, list) and the generated KERNELS.md and
+// BENCH.md all read this list, so they cannot drift apart.
+package registry
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+
+	"github.com/gokittens/kittens/check"
+	"github.com/gokittens/kittens/cuda"
+)
+
+// Op is one registered kernel op.
+type Op struct {
+	Name    string // e.g. "rmsnorm"; unique
+	Family  string // e.g. "norm"; the package that implements it
+	Doc     string // one line: what it computes
+	Checks  []Check
+	Benches []Bench
+}
+
+// Check is one parity case. Run draws fresh inputs from rng, runs the op on
+// dev and on the host (the CPU reference) and compares them. With a nil dev
+// it runs the host path alone and checks that every output was written.
+type Check struct {
+	Name string
+	Run  func(dev *cuda.Device, rng *rand.Rand) (check.Report, error)
+}
+
+// Bench is one benchmark case.
+type Bench struct {
+	Name  string // shape and dtype, e.g. "16384x8192 bf16"
+	Bytes int64  // fewest bytes moved: each input read once, each output written once
+	Flops int64  // floating-point operations, 0 when memory-bound accounting is enough
+	// New allocates one independent set of inputs and outputs on dev and
+	// returns the op call on a stream. The harness makes several sets and
+	// rotates among them so that L2 does not flatter the timing.
+	New func(dev *cuda.Device, rng *rand.Rand) (Instance, error)
+	// Torch, when set, is the same case for the PyTorch side of the
+	// comparison (see TorchCase).
+	Torch *TorchCase
+}
+
+// Instance is one allocated benchmark set.
+type Instance struct {
+	Run  func(s *cuda.Stream) error
+	Free func()
+}
+
+// TorchCase names a builder of the Python benchmark script and its
+// arguments (JSON-encoded): the script builds the same inputs with PyTorch and
+// times eager and torch.compile versions of the op.
+type TorchCase struct {
+	Op   string         // builder name in the family's Python snippet
+	Args map[string]any // shape, dtype and options
+}
+
+var (
+	mu    sync.Mutex
+	ops   = map[string]*Op{}
+	torch = map[string]string{}
+)
+
+// Register adds an op; a duplicate name is a programming error and panics.
+func Register(op *Op) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := ops[op.Name]; dup {
+		panic(fmt.Sprintf("registry: op %q registered twice", op.Name))
+	}
+	ops[op.Name] = op
+}
+
+// RegisterTorch adds a family's Python snippet of torch builders (see the
+// bench package for the conventions it follows).
+func RegisterTorch(family, python string) {
+	mu.Lock()
+	defer mu.Unlock()
+	torch[family] = python
+}
+
+// All returns every op sorted by family, then name.
+func All() []*Op {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]*Op, 0, len(ops))
+	for _, o := range ops {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Family != out[j].Family {
+			return out[i].Family < out[j].Family
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Family returns the ops of one family.
+func Family(name string) []*Op {
+	var out []*Op
+	for _, o := range All() {
+		if o.Family == name {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Lookup returns the op with the given name.
+func Lookup(name string) (*Op, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	o, ok := ops[name]
+	return o, ok
+}
+
+// TorchSnippets returns every family's Python snippet, sorted by family.
+func TorchSnippets() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	fams := make([]string, 0, len(torch))
+	for f := range torch {
+		fams = append(fams, f)
+	}
+	sort.Strings(fams)
+	out := make([]string, len(fams))
+	for i, f := range fams {
+		out[i] = torch[f]
+	}
+	return out
+}

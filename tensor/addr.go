@@ -1,0 +1,5 @@
+package tensor
+
+import "unsafe"
+
+func addr(p *byte) uintptr { return uintptr(unsafe.Pointer(p)) }

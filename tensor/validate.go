@@ -1,0 +1,231 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// ArgError is a bad argument to an op, found before anything ran.
+type ArgError struct {
+	Op, Arg, Msg string
+}
+
+func (e *ArgError) Error() string {
+	if e.Arg == "" {
+		return e.Op + ": " + e.Msg
+	}
+	return e.Op + ": argument " + e.Arg + ": " + e.Msg
+}
+
+// Validator checks an op's arguments and keeps the first problem. Every op
+// validates everything before it launches or writes anything:
+//
+//	v := tensor.Validate("norm.RMSNorm")
+//	v.Tensor("x", x).Rank(2).DType(tensor.BF16, tensor.F16, tensor.F32)
+//	v.Tensor("y", y).ShapeOf(x).DTypeOf(x)
+//	v.SameLocation(y, x)
+//	if err := v.Err(); err != nil { return err }
+type Validator struct {
+	op  string
+	err error
+}
+
+// Validate starts validating the arguments of op.
+func Validate(op string) *Validator { return &Validator{op: op} }
+
+// Err returns the first problem found, or nil.
+func (v *Validator) Err() error { return v.err }
+
+// Failf records a problem with arg unless one is already recorded.
+func (v *Validator) Failf(arg, format string, a ...any) {
+	if v.err == nil {
+		v.err = &ArgError{Op: v.op, Arg: arg, Msg: fmt.Sprintf(format, a...)}
+	}
+}
+
+// Check records msg against arg when ok is false.
+func (v *Validator) Check(ok bool, arg, format string, a ...any) {
+	if !ok {
+		v.Failf(arg, format, a...)
+	}
+}
+
+// Arg checks one tensor argument.
+type Arg struct {
+	v    *Validator
+	name string
+	t    *Tensor
+}
+
+// Tensor starts checks on a required tensor.
+func (v *Validator) Tensor(name string, t *Tensor) *Arg {
+	a := &Arg{v: v, name: name, t: t}
+	if t == nil {
+		v.Failf(name, "is nil")
+		a.t = nil
+	}
+	return a
+}
+
+// Optional starts checks on a tensor that may be nil; checks on a nil
+// optional tensor pass.
+func (v *Validator) Optional(name string, t *Tensor) *Arg { return &Arg{v: v, name: name, t: t} }
+
+func (a *Arg) ok() bool { return a.t != nil && a.v.err == nil }
+
+// Rank requires the given number of dimensions.
+func (a *Arg) Rank(r ...int) *Arg {
+	if a.ok() && !slices.Contains(r, a.t.Rank()) {
+		a.v.Failf(a.name, "has rank %d (shape %v), want rank %v", a.t.Rank(), a.t.shape, r)
+	}
+	return a
+}
+
+// DType requires one of the given dtypes.
+func (a *Arg) DType(ds ...DType) *Arg {
+	if a.ok() && !slices.Contains(ds, a.t.dtype) {
+		a.v.Failf(a.name, "has dtype %v, want one of %v", a.t.dtype, ds)
+	}
+	return a
+}
+
+// DTypeOf requires the same dtype as other.
+func (a *Arg) DTypeOf(other *Tensor) *Arg {
+	if a.ok() && other != nil && a.t.dtype != other.dtype {
+		a.v.Failf(a.name, "has dtype %v, want %v like the input", a.t.dtype, other.dtype)
+	}
+	return a
+}
+
+// Shape requires exactly this shape; a negative entry matches any size.
+func (a *Arg) Shape(s ...int) *Arg {
+	if !a.ok() {
+		return a
+	}
+	match := len(s) == len(a.t.shape)
+	for i := 0; match && i < len(s); i++ {
+		match = s[i] < 0 || s[i] == a.t.shape[i]
+	}
+	if !match {
+		a.v.Failf(a.name, "has shape %v, want %v", a.t.shape, s)
+	}
+	return a
+}
+
+// ShapeOf requires other's shape.
+func (a *Arg) ShapeOf(other *Tensor) *Arg {
+	if other != nil {
+		return a.Shape(other.shape...)
+	}
+	return a
+}
+
+// Contiguous requires dense row-major storage.
+func (a *Arg) Contiguous() *Arg {
+	if a.ok() && !a.t.Contiguous() {
+		a.v.Failf(a.name, "must be contiguous (strides %v for shape %v)", a.t.strides, a.t.shape)
+	}
+	return a
+}
+
+// Aligned requires the row stride and base address to allow 16-byte vector
+// access, or reports which is off; kernels that need it call this.
+func (a *Arg) Aligned(bytes int) *Arg {
+	if !a.ok() || !a.t.IsDevice() {
+		return a
+	}
+	if int(a.t.ptr)%bytes != 0 {
+		a.v.Failf(a.name, "device address %#x is not %d-byte aligned", a.t.ptr, bytes)
+	}
+	return a
+}
+
+// Int32Indexable requires every element offset to fit in int32, for
+// kernels that index with 32-bit integers.
+func (a *Arg) Int32Indexable() *Arg {
+	if a.ok() && spanElems(a.t.shape, a.t.strides) > math.MaxInt32 {
+		a.v.Failf(a.name, "spans %d elements, more than the kernel's int32 indexing allows", spanElems(a.t.shape, a.t.strides))
+	}
+	return a
+}
+
+// OnDevice requires a device tensor.
+func (a *Arg) OnDevice() *Arg {
+	if a.ok() && !a.t.IsDevice() {
+		a.v.Failf(a.name, "is a host tensor where a device tensor is needed")
+	}
+	return a
+}
+
+// SameLocation requires all non-nil tensors to be on the host, or all on the
+// same device.
+func (v *Validator) SameLocation(names []string, ts ...*Tensor) {
+	var first *Tensor
+	var firstName string
+	for i, t := range ts {
+		if t == nil {
+			continue
+		}
+		if first == nil {
+			first, firstName = t, names[i]
+			continue
+		}
+		if t.dev != first.dev {
+			v.Failf(names[i], "is on %s but %s is on %s", where(t), firstName, where(first))
+		}
+	}
+}
+
+func where(t *Tensor) string {
+	if t.dev == nil {
+		return "the host"
+	}
+	return fmt.Sprintf("device %d", t.dev.Ordinal)
+}
+
+// Overlap reports whether two tensors' storage spans overlap.
+func Overlap(a, b *Tensor) bool {
+	if a == nil || b == nil || a.dev != b.dev {
+		return false
+	}
+	if a.dev == nil {
+		if len(a.host) == 0 || len(b.host) == 0 {
+			return false
+		}
+		pa, pb := &a.host[0], &b.host[0]
+		return overlapRange(addr(pa), len(a.host), addr(pb), len(b.host))
+	}
+	return overlapRange(uintptr(a.ptr), a.SpanBytes(), uintptr(b.ptr), b.SpanBytes())
+}
+
+// Same reports whether two tensors are the same storage with the same layout
+// (an in-place call).
+func Same(a, b *Tensor) bool {
+	if a == nil || b == nil || a.dev != b.dev || a.dtype != b.dtype || !slices.Equal(a.shape, b.shape) || !slices.Equal(a.strides, b.strides) {
+		return false
+	}
+	if a.dev == nil {
+		return len(a.host) > 0 && len(b.host) > 0 && &a.host[0] == &b.host[0]
+	}
+	return a.ptr == b.ptr
+}
+
+func overlapRange(a uintptr, na int, b uintptr, nb int) bool {
+	return na > 0 && nb > 0 && a < b+uintptr(nb) && b < a+uintptr(na)
+}
+
+// NoOverlap requires out not to share storage with in.
+func (v *Validator) NoOverlap(outName string, out *Tensor, inName string, in *Tensor) {
+	if Overlap(out, in) {
+		v.Failf(outName, "overlaps %s; in-place use is not allowed here", inName)
+	}
+}
+
+// NoOverlapUnlessSame requires out and in to be either disjoint or exactly
+// the same tensor (an in-place call).
+func (v *Validator) NoOverlapUnlessSame(outName string, out *Tensor, inName string, in *Tensor) {
+	if Overlap(out, in) && !Same(out, in) {
+		v.Failf(outName, "partly overlaps %s; it must be disjoint from it or exactly the same tensor", inName)
+	}
+}
