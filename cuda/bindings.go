@@ -6,6 +6,7 @@ package cuda
 // toolkit's cuda.h and nvrtc.h and checks each entry against its prototype.
 
 import (
+	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -110,19 +111,30 @@ var bindings = []*binding{
 	nvrtcGetCUBINSize, nvrtcGetCUBIN, nvrtcGetProgramLogSize, nvrtcGetProgramLog,
 }
 
+// callBuf holds one call's arguments. purego.SyscallN keeps a reference to
+// its argument slice (escape analysis says "leaking param"), which would move
+// every call's variadic slice to the heap; copying into a pooled array keeps
+// the caller's slice on its stack and the call allocation-free.
+type callBuf [16]uintptr
+
+var callPool = sync.Pool{New: func() any { return new(callBuf) }}
+
 // call invokes a bound function and returns its 32-bit result code
 // (CUresult or nvrtcResult). It does not allocate.
 func (b *binding) call(args ...uintptr) int32 {
 	if len(args) != len(b.args) {
 		panic("cuda: wrong argument count for " + b.name) // a bug in this package
 	}
-	r, _, _ := purego.SyscallN(b.fn, args...)
+	buf := callPool.Get().(*callBuf)
+	n := copy(buf[:], args)
+	r, _, _ := purego.SyscallN(b.fn, buf[:n]...)
+	callPool.Put(buf)
 	return int32(uint32(r))
 }
 
 // callPtr invokes a bound function that returns a pointer (nvrtcGetErrorString).
-func (b *binding) callPtr(args ...uintptr) uintptr {
-	r, _, _ := purego.SyscallN(b.fn, args...)
+func (b *binding) callPtr(arg uintptr) uintptr {
+	r, _, _ := purego.SyscallN(b.fn, arg)
 	return r
 }
 

@@ -67,7 +67,7 @@ const (
 	FuncLocalSizeBytes       FuncAttr = 3
 	FuncNumRegs              FuncAttr = 4
 	FuncMaxDynamicShared     FuncAttr = 8
-	FuncNonPortableClusterOK FuncAttr = 16
+	FuncNonPortableClusterOK FuncAttr = 14
 )
 
 // Attribute reads a function attribute.

@@ -31,7 +31,7 @@ KI float to_float(fp8e4m3 v) {
 }
 KI float to_float(fp8e5m2 v) { return to_float(f16{(u16)(((u16)v.bits) << 8)}); }
 
-template <class T> KI T from_float(float v);
+template <class Elem> KI Elem from_float(float v);
 template <> KI float from_float<float>(float v) { return v; }
 template <> KI bf16 from_float<bf16>(float v) { u16 r; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v)); return bf16{r}; }
 template <> KI f16 from_float<f16>(float v) { u16 r; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(v)); return f16{r}; }
@@ -42,24 +42,24 @@ template <> KI fp8e5m2 from_float<fp8e5m2>(float v) {
   u16 r; asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %1;" : "=h"(r) : "f"(v)); return fp8e5m2{(u8)(r & 0xff)};
 }
 
-// Pack<T> is 16 bytes of T: the unit of every vectorized load and store.
-template <class T> struct __align__(16) Pack {
-  static constexpr int N = 16 / sizeof(T);
-  T v[N];
+// Pack<Elem> is 16 bytes of T: the unit of every vectorized load and store.
+template <class Elem> struct __align__(16) Pack {
+  static constexpr int N = 16 / sizeof(Elem);
+  Elem v[N];
 };
 
 // Loads that bypass L1 (data read once) and plain/streaming stores.
-template <class T> KI Pack<T> load_pack(const T* p) {
-  Pack<T> r; uint4 u;
+template <class Elem> KI Pack<Elem> load_pack(const Elem* p) {
+  Pack<Elem> r; uint4 u;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(p));
   *reinterpret_cast<uint4*>(&r) = u; return r;
 }
 // load_pack_rw reads data the same kernel may also write (no .nc).
-template <class T> KI Pack<T> load_pack_rw(const T* p) {
-  Pack<T> r; *reinterpret_cast<uint4*>(&r) = *reinterpret_cast<const uint4*>(p); return r;
+template <class Elem> KI Pack<Elem> load_pack_rw(const Elem* p) {
+  Pack<Elem> r; *reinterpret_cast<uint4*>(&r) = *reinterpret_cast<const uint4*>(p); return r;
 }
-template <class T> KI void store_pack(T* p, const Pack<T>& v) {
+template <class Elem> KI void store_pack(Elem* p, const Pack<Elem>& v) {
   *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&v);
 }
 

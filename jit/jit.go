@@ -9,6 +9,7 @@ package jit
 
 import (
 	"crypto/sha256"
+	"regexp"
 	"encoding/hex"
 	"fmt"
 	"sort"
@@ -34,13 +35,32 @@ func (k Kernel) String() string {
 // baseOptions are handed to NVRTC for every kernel.
 var baseOptions = []string{"-std=c++17", "-default-device", "-lineinfo"}
 
-// options returns the NVRTC options for k on a device of architecture arch.
-func options(k Kernel, arch string) []string {
-	opts := append([]string{"-arch=" + arch}, baseOptions...)
+// options returns the NVRTC options for a device of architecture arch.
+func options(arch string) []string {
+	return append([]string{"-arch=" + arch}, baseOptions...)
+}
+
+// defineName is what a specialization macro may be called: three or more
+// capitals, digits or underscores. Shorter names (T, N) would collide with
+// template parameters in NVRTC's built-in headers and ours.
+var defineName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{2,}$`)
+
+// source returns the text handed to NVRTC: the defines as #define lines,
+// then the kernel's own source with its line numbers kept. Defines go into
+// the text, not -D options, so that NVRTC's built-in headers, processed
+// before the source, never see them.
+func source(k Kernel) (string, error) {
+	var b strings.Builder
 	for _, d := range k.Defines {
-		opts = append(opts, "-D"+d)
+		name, value, _ := strings.Cut(d, "=")
+		if !defineName.MatchString(name) {
+			return "", fmt.Errorf("jit: %s: define %q: names must be 3+ capitals/digits/underscores (e.g. DTYPE, VEC)", k.File, name)
+		}
+		fmt.Fprintf(&b, "#define %s %s\n", name, value)
 	}
-	return opts
+	fmt.Fprintf(&b, "#line 1 %q\n", k.File)
+	b.WriteString(k.Source)
+	return b.String(), nil
 }
 
 // Key is the content hash that names a compiled kernel: source, every shared
@@ -48,13 +68,16 @@ func options(k Kernel, arch string) []string {
 func Key(k Kernel, arch, nvrtcVersion string) string {
 	h := sha256.New()
 	put := func(s string) { fmt.Fprintf(h, "%d:%s;", len(s), s) }
-	put("kittens-jit-1")
+	put("kittens-jit-2")
 	put(k.Source)
+	for _, d := range k.Defines {
+		put(d)
+	}
 	for _, hd := range include.Headers() {
 		put(hd.Name)
 		put(hd.Source)
 	}
-	for _, o := range options(k, arch) {
+	for _, o := range options(arch) {
 		put(o)
 	}
 	put(nvrtcVersion)
@@ -136,7 +159,11 @@ func cubinFor(arch string, k Kernel) ([]byte, error) {
 	if b, ok := readCache(key); ok {
 		return b, nil
 	}
-	cubin, err := cuda.CompileCUBIN(k.File, k.Source, include.Headers(), options(k, arch))
+	src, err := source(k)
+	if err != nil {
+		return nil, err
+	}
+	cubin, err := cuda.CompileCUBIN(k.File, src, include.Headers(), options(arch))
 	if err != nil {
 		return nil, fmt.Errorf("jit: compiling %s: %w", k, err)
 	}

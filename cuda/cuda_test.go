@@ -1,0 +1,365 @@
+package cuda
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// testDevice opens device 0 or skips; KITTENS_REQUIRE_GPU=1 turns the skip
+// into a failure. (internal/gputest does the same for other packages; it
+// cannot be imported here without a cycle.)
+func testDevice(t testing.TB) *Device {
+	t.Helper()
+	d, err := Default()
+	if err != nil {
+		if os.Getenv("KITTENS_REQUIRE_GPU") == "1" {
+			t.Fatalf("no GPU: %v", err)
+		}
+		t.Skipf("no GPU: %v", err)
+	}
+	return d
+}
+
+// TestNoDriverError checks that a machine without a driver gets an error
+// naming the missing library, and no panic.
+func TestNoDriverError(t *testing.T) {
+	err := Init()
+	if err == nil {
+		t.Skip("a driver is present")
+	}
+	if !strings.Contains(err.Error(), "libcuda") {
+		t.Fatalf("error does not name the library: %v", err)
+	}
+	if _, err := Default(); err == nil {
+		t.Fatal("Default succeeded without a driver")
+	}
+}
+
+func TestDeviceProps(t *testing.T) {
+	d := testDevice(t)
+	p := d.Props()
+	t.Logf("%+v arch %s", p, p.Arch())
+	if p.SMs <= 0 || p.Major <= 0 || p.SharedPerBlockOptin < p.SharedPerBlock || p.L2Bytes <= 0 || p.TotalMem <= 0 || p.Name == "" {
+		t.Fatalf("implausible properties %+v", p)
+	}
+	v, err := DriverVersion()
+	if err != nil || v < 12000 {
+		t.Fatalf("driver version %d, %v", v, err)
+	}
+	free, total, err := d.MemInfo()
+	if err != nil || free <= 0 || total < free {
+		t.Fatalf("meminfo %d/%d %v", free, total, err)
+	}
+}
+
+func TestMemoryRoundTrip(t *testing.T) {
+	d := testDevice(t)
+	const n = 1<<20 + 3
+	src := make([]byte, n)
+	for i := range src {
+		src[i] = byte(i*7 + 1)
+	}
+	a, err := d.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(a)
+	b, _ := d.Alloc(n)
+	defer d.Free(b)
+	if err := d.CopyHtoD(a, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CopyDtoD(b, a, n); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, n)
+	if err := d.CopyDtoH(got, b); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, src) {
+		t.Fatal("sync round trip differs")
+	}
+	s, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	if err := s.Memset8(b, 0xAB, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Memset32(b, 0x01020304, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CopyDtoH(got, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if binary.LittleEndian.Uint32(got) != 0x01020304 || got[16] != 0xAB || got[n-1] != 0xAB {
+		t.Fatalf("async memset/copy wrong: % x ... %x", got[:20], got[n-1])
+	}
+	if err := s.CopyHtoD(a, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CopyDtoD(b, a, n); err != nil {
+		t.Fatal(err)
+	}
+	s.Synchronize()
+	d.CopyDtoH(got, b)
+	if !bytes.Equal(got, src) {
+		t.Fatal("async round trip differs")
+	}
+}
+
+// add1Src has no includes so this package's tests need no other package.
+const add1Src = `
+extern "C" __global__ void add1(float* p, int n, float v) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] += v;
+}
+extern "C" __global__ void empty() {}
+extern "C" __global__ void bigshared(float* out) {
+  extern __shared__ float s[];
+  int n = 100 * 1024 / 4;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = (float)i;
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] = s[n - 1];
+}
+`
+
+func loadTestModule(t testing.TB, d *Device) *Module {
+	t.Helper()
+	cubin, err := CompileCUBIN("add1.cu", add1Src, nil, []string{"-arch=" + d.Props().Arch()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := d.LoadModule(cubin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestCompileError(t *testing.T) {
+	testDevice(t)
+	_, err := CompileCUBIN("bad.cu", "extern \"C\" __global__ void f() { undeclared_thing(); }", nil, []string{"-arch=sm_90"})
+	if err == nil || !strings.Contains(err.Error(), "undeclared_thing") {
+		t.Fatalf("want an error carrying the compile log, got %v", err)
+	}
+}
+
+func TestLaunchAndEvents(t *testing.T) {
+	d := testDevice(t)
+	m := loadTestModule(t, d)
+	defer m.Unload()
+	fn, err := m.Function("add1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Function("nope"); err == nil {
+		t.Fatal("missing function found")
+	}
+	const n = 1000
+	buf, _ := d.Alloc(4 * n)
+	defer d.Free(buf)
+	host := make([]byte, 4*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(host[4*i:], math.Float32bits(float32(i)))
+	}
+	d.CopyHtoD(buf, host)
+	s, _ := d.NewStream()
+	defer s.Destroy()
+	e0, _ := d.NewEvent()
+	e1, _ := d.NewEvent()
+	defer e0.Destroy()
+	defer e1.Destroy()
+	e0.Record(s)
+	if err := fn.Launch(LaunchConfig{Grid: D1((n + 127) / 128), Block: D1(128), Stream: s}, NewArgs().Ptr(buf).I32(n).F32(2.5)); err != nil {
+		t.Fatal(err)
+	}
+	e1.Record(s)
+	if err := e1.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Elapsed(e0, e1)
+	if err != nil || ms < 0 {
+		t.Fatalf("elapsed %v %v", ms, err)
+	}
+	d.CopyDtoH(host, buf)
+	for i := range n {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(host[4*i:])); got != float32(i)+2.5 {
+			t.Fatalf("element %d = %v", i, got)
+		}
+	}
+	regs, err := fn.Attribute(FuncNumRegs)
+	if err != nil || regs <= 0 {
+		t.Fatalf("registers %d %v", regs, err)
+	}
+}
+
+// TestDynamicSharedAbove48K raises a kernel's dynamic shared memory limit.
+func TestDynamicSharedAbove48K(t *testing.T) {
+	d := testDevice(t)
+	m := loadTestModule(t, d)
+	defer m.Unload()
+	fn, _ := m.Function("bigshared")
+	out, _ := d.Alloc(4)
+	defer d.Free(out)
+	cfg := LaunchConfig{Grid: D1(1), Block: D1(256), Shared: 100 * 1024}
+	if err := fn.Launch(cfg, NewArgs().Ptr(out)); err == nil {
+		t.Fatal("launch above 48 KB without raising the limit succeeded")
+	}
+	if err := fn.SetMaxDynamicShared(100 * 1024); err != nil {
+		t.Fatal(err)
+	}
+	if err := fn.Launch(cfg, NewArgs().Ptr(out)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	d.CopyDtoH(got, out)
+	if v := math.Float32frombits(binary.LittleEndian.Uint32(got)); v != 100*1024/4-1 {
+		t.Fatalf("got %v", v)
+	}
+}
+
+// TestLaunchAllocatesNothing: the hot path (arguments, launch, event record)
+// must not allocate.
+func TestLaunchAllocatesNothing(t *testing.T) {
+	d := testDevice(t)
+	m := loadTestModule(t, d)
+	defer m.Unload()
+	fn, _ := m.Function("add1")
+	buf, _ := d.Alloc(4 * 128)
+	defer d.Free(buf)
+	s, _ := d.NewStream()
+	defer s.Destroy()
+	ev, _ := d.NewEvent()
+	defer ev.Destroy()
+	cfg := LaunchConfig{Grid: D1(1), Block: D1(128), Stream: s}
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := fn.Launch(cfg, NewArgs().Ptr(buf).I32(128).F32(1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ev.Record(s); err != nil {
+			t.Fatal(err)
+		}
+	})
+	s.Synchronize()
+	if allocs != 0 {
+		t.Fatalf("launch + record allocates %v times per call", allocs)
+	}
+	clusterCfg := LaunchConfig{Grid: D1(2), Block: D1(128), Stream: s, Cluster: D1(2)}
+	allocs = testing.AllocsPerRun(200, func() {
+		if err := fn.Launch(clusterCfg, NewArgs().Ptr(buf).I32(128).F32(1)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	s.Synchronize()
+	if allocs != 0 {
+		t.Fatalf("cluster launch allocates %v times per call", allocs)
+	}
+}
+
+// TestGoroutinesAndThreads runs many goroutines that allocate, copy and
+// launch while other goroutines keep clearing the current context on
+// whatever OS thread they land on: every public call must make the device's
+// context current itself.
+func TestGoroutinesAndThreads(t *testing.T) {
+	d := testDevice(t)
+	m := loadTestModule(t, d)
+	defer m.Unload()
+	fn, _ := m.Function("add1")
+	stop := make(chan struct{})
+	var clearers sync.WaitGroup
+	for range 4 {
+		clearers.Add(1)
+		go func() {
+			defer clearers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				runtime.LockOSThread()
+				cuCtxSetCurrent.call(0)
+				runtime.UnlockOSThread()
+				runtime.Gosched()
+			}
+		}()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			const n = 4096
+			host := make([]byte, 4*n)
+			for it := range 20 {
+				p, err := d.Alloc(4 * n)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i := range n {
+					binary.LittleEndian.PutUint32(host[4*i:], math.Float32bits(float32(g*it+i)))
+				}
+				runtime.Gosched()
+				if err := d.CopyHtoD(p, host); err != nil {
+					errs <- err
+					return
+				}
+				runtime.Gosched()
+				if err := fn.Launch(LaunchConfig{Grid: D1(n / 256), Block: D1(256)}, NewArgs().Ptr(p).I32(n).F32(1)); err != nil {
+					errs <- err
+					return
+				}
+				runtime.Gosched()
+				if err := d.CopyDtoH(host, p); err != nil {
+					errs <- err
+					return
+				}
+				for i := range n {
+					if v := math.Float32frombits(binary.LittleEndian.Uint32(host[4*i:])); v != float32(g*it+i)+1 {
+						errs <- &Error{Call: "check", Message: "wrong value"}
+						return
+					}
+				}
+				d.Free(p)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	clearers.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkLaunch measures the host cost of one kernel launch.
+func BenchmarkLaunch(b *testing.B) {
+	d := testDevice(b)
+	m := loadTestModule(b, d)
+	defer m.Unload()
+	fn, _ := m.Function("empty")
+	s, _ := d.NewStream()
+	defer s.Destroy()
+	cfg := LaunchConfig{Grid: D1(1), Block: D1(32), Stream: s}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := fn.Launch(cfg, NewArgs()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.Synchronize()
+}
