@@ -9,20 +9,12 @@
 package bench
 
 import (
-	_ "embed"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/registry"
 )
-
-//go:embed spin.cu
-var spinSrc string
-
-var spinKernel = jit.Kernel{File: "bench/spin.cu", Source: spinSrc, Entry: "spin"}
 
 // Options tune a measurement.
 type Options struct {
@@ -87,11 +79,7 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 		return Result{}, err
 	}
 	defer s.Destroy()
-	spin, err := jit.Get(dev, spinKernel)
-	if err != nil {
-		return Result{}, err
-	}
-	// Warm up: every set once, then a first estimate of the time per launch.
+	// Warm up: every set once (this also loads the op's kernels).
 	for _, in := range insts {
 		if err := in.Run(s); err != nil {
 			return Result{}, err
@@ -100,43 +88,10 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 	if err := s.Synchronize(); err != nil {
 		return Result{}, fmt.Errorf("bench: warm-up: %w", err)
 	}
-	evs := make([]*cuda.Event, opt.Runs+1)
-	for i := range evs {
-		if evs[i], err = dev.NewEvent(); err != nil {
-			return Result{}, err
-		}
-		defer evs[i].Destroy()
+	times, err := timeRuns(dev, s, opt.Runs, func(i int) error { return insts[i%sets].Run(s) })
+	if err != nil {
+		return Result{}, err
 	}
-	times := make([]float64, 0, opt.Runs)
-	for round := 0; round < 2; round++ { // round 0 warms clocks and caches, round 1 is kept
-		times = times[:0]
-		if err := spin.Launch(cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(1), Stream: s},
-			cuda.NewArgs().I64(int64(opt.Runs)*12_000)); err != nil {
-			return Result{}, err
-		}
-		if err := evs[0].Record(s); err != nil {
-			return Result{}, err
-		}
-		for i := range opt.Runs {
-			if err := insts[i%sets].Run(s); err != nil {
-				return Result{}, err
-			}
-			if err := evs[i+1].Record(s); err != nil {
-				return Result{}, err
-			}
-		}
-		if err := s.Synchronize(); err != nil {
-			return Result{}, fmt.Errorf("bench: timed runs: %w", err)
-		}
-		for i := range opt.Runs {
-			ms, err := cuda.Elapsed(evs[i], evs[i+1])
-			if err != nil {
-				return Result{}, err
-			}
-			times = append(times, float64(ms)*1e3)
-		}
-	}
-	sort.Float64s(times)
 	r := Result{MedianUS: times[len(times)/2], MinUS: times[0], Sets: sets, Runs: opt.Runs}
 	if r.MedianUS > 0 {
 		r.GBs = float64(b.Bytes) / (r.MedianUS * 1e3)

@@ -1,8 +1,8 @@
 # torch_base.py: the PyTorch side of `kittens bench --vs torch`.
 #
 # Reads a JSON list of cases on stdin: [{"id": ..., "op": ..., "args": {...}}].
-# Each family's snippet (appended after this file) registers builders with
-# @builder("name"). A builder takes the args dict and returns (fn, inputs):
+# Each family's snippet (appended after this file, before the call of main
+# that bench.Torch adds last) registers builders with @builder("name"). A builder takes the args dict and returns (fn, inputs):
 # fn(*inputs) performs the op with PyTorch on fresh random CUDA tensors.
 # This script times fn eagerly and torch.compile(fn) with
 # triton.testing.do_bench (CUDA events, L2 flushed before every launch,
@@ -41,6 +41,8 @@ def main():
     for c in cases:
         out = {"id": c["id"]}
         try:
+            if c["op"] not in BUILDERS:
+                raise KeyError(f"no torch builder named {c['op']!r}")
             fn, inputs = BUILDERS[c["op"]](c["args"])
             out["eager_us"] = time_us(fn, inputs)
             if not c.get("no_compile"):
@@ -52,6 +54,3 @@ def main():
         print(json.dumps(out), flush=True)
         torch.cuda.empty_cache()
 
-
-if __name__ == "__main__":
-    main()

@@ -9,9 +9,9 @@ package jit
 
 import (
 	"crypto/sha256"
-	"regexp"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"

@@ -6,28 +6,40 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/gokittens/kittens/cuda"
 )
 
 // Tensor is an n-dimensional array on the host or on one device.
+//
+// Its layout is a shape and strides in elements: element (i₀, …, iₙ₋₁) lives
+// at storage offset Σ iₖ·strides[k] from element 0. The last stride is 1,
+// every stride is positive, and the dimensions nest in row-major order: the
+// stride of each dimension longer than 1 is at least the span of the
+// dimensions after it, so no two elements share storage. A row stride
+// larger than the row leaves a gap that belongs to the tensor's storage but
+// holds no element.
 type Tensor struct {
 	dtype   DType
 	shape   []int
 	strides []int // elements; strides[rank-1] == 1
 
 	dev  *cuda.Device   // nil: host
-	ptr  cuda.DevicePtr // device storage
-	host []byte         // host storage
+	ptr  cuda.DevicePtr // device storage: address of element 0
+	host []byte         // host storage from element 0; may run past the span in a view
+	view bool           // shares another tensor's storage; Free leaves it alone
 }
 
-// ContiguousStrides returns row-major strides for shape.
+// ContiguousStrides returns row-major strides for shape. A dimension of
+// size 0 counts as 1, as in PyTorch, so the strides are valid (positive)
+// for empty shapes too.
 func ContiguousStrides(shape []int) []int {
 	s := make([]int, len(shape))
 	acc := 1
 	for i := len(shape) - 1; i >= 0; i-- {
 		s[i] = acc
-		acc *= shape[i]
+		acc *= max(shape[i], 1)
 	}
 	return s
 }
@@ -45,27 +57,49 @@ func spanElems(shape, strides []int) int {
 	return n
 }
 
-func checkLayout(shape, strides []int) error {
+// checkLayout validates a layout of dtype dt (see Tensor) and returns the
+// bytes it spans.
+func checkLayout(dt DType, shape, strides []int) (int, error) {
+	if dt.Size() == 0 {
+		return 0, fmt.Errorf("tensor: invalid dtype %v", dt)
+	}
 	if len(shape) != len(strides) {
-		return fmt.Errorf("tensor: %d strides for rank %d", len(strides), len(shape))
+		return 0, fmt.Errorf("tensor: %d strides for rank %d", len(strides), len(shape))
 	}
 	for i, d := range shape {
 		if d < 0 {
-			return fmt.Errorf("tensor: negative dimension in shape %v", shape)
+			return 0, fmt.Errorf("tensor: negative dimension in shape %v", shape)
 		}
 		if strides[i] < 1 {
-			return fmt.Errorf("tensor: stride %d of dim %d must be positive", strides[i], i)
+			return 0, fmt.Errorf("tensor: stride %d of dim %d must be positive", strides[i], i)
 		}
 	}
-	if len(strides) > 0 && strides[len(strides)-1] != 1 {
-		return fmt.Errorf("tensor: the last dimension must be contiguous (stride 1), got %d", strides[len(strides)-1])
+	if r := len(strides); r > 0 && strides[r-1] != 1 {
+		return 0, fmt.Errorf("tensor: the last dimension must be contiguous (stride 1), got %d", strides[r-1])
 	}
-	for i := 0; i+1 < len(shape); i++ {
-		if inner := (shape[i+1]-1)*strides[i+1] + 1; shape[i+1] > 0 && strides[i] < inner {
-			return fmt.Errorf("tensor: stride %d of dim %d overlaps dim %d (needs ≥ %d)", strides[i], i, i+1, inner)
+	if slices.Contains(shape, 0) {
+		return 0, nil
+	}
+	// Walk inwards-out: span is the extent of the dimensions after i.
+	span := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		d := shape[i]
+		if d == 1 {
+			continue
 		}
+		if strides[i] < span {
+			return 0, fmt.Errorf("tensor: stride %d of dim %d overlaps the %d elements the dims after it span (shape %v, strides %v)",
+				strides[i], i, span, shape, strides)
+		}
+		if strides[i] > (math.MaxInt-span)/(d-1) {
+			return 0, fmt.Errorf("tensor: shape %v with strides %v is too large", shape, strides)
+		}
+		span += (d - 1) * strides[i]
 	}
-	return nil
+	if span > math.MaxInt/dt.Size() {
+		return 0, fmt.Errorf("tensor: shape %v with strides %v is too large", shape, strides)
+	}
+	return span * dt.Size(), nil
 }
 
 // New returns a zeroed contiguous host tensor.
@@ -78,40 +112,45 @@ func New(dt DType, shape ...int) *Tensor {
 }
 
 // NewStrided returns a zeroed host tensor with the given strides (elements).
+// The storage covers the span from element 0 to the last element, gaps
+// between rows included.
 func NewStrided(dt DType, shape, strides []int) (*Tensor, error) {
-	if dt.Size() == 0 {
-		return nil, fmt.Errorf("tensor: invalid dtype %v", dt)
-	}
-	if err := checkLayout(shape, strides); err != nil {
+	n, err := checkLayout(dt, shape, strides)
+	if err != nil {
 		return nil, err
 	}
-	return &Tensor{dtype: dt, shape: append([]int(nil), shape...), strides: append([]int(nil), strides...),
-		host: make([]byte, spanElems(shape, strides)*dt.Size())}, nil
+	return &Tensor{dtype: dt, shape: slices.Clone(shape), strides: slices.Clone(strides), host: make([]byte, n)}, nil
 }
 
 // Empty allocates a contiguous tensor on dev; its contents are undefined.
+// A nil dev gives a zeroed host tensor, so that Empty(x.Device(), ...)
+// makes a tensor where x lives.
 func Empty(dev *cuda.Device, dt DType, shape ...int) (*Tensor, error) {
 	return EmptyStrided(dev, dt, shape, ContiguousStrides(shape))
 }
 
-// EmptyStrided allocates a tensor with the given strides on dev.
+// EmptyStrided allocates a tensor with the given strides on dev (on the
+// host, zeroed, when dev is nil).
 func EmptyStrided(dev *cuda.Device, dt DType, shape, strides []int) (*Tensor, error) {
-	if dt.Size() == 0 {
-		return nil, fmt.Errorf("tensor: invalid dtype %v", dt)
+	if dev == nil {
+		return NewStrided(dt, shape, strides)
 	}
-	if err := checkLayout(shape, strides); err != nil {
-		return nil, err
-	}
-	p, err := dev.Alloc(spanElems(shape, strides) * dt.Size())
+	n, err := checkLayout(dt, shape, strides)
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{dtype: dt, shape: append([]int(nil), shape...), strides: append([]int(nil), strides...), dev: dev, ptr: p}, nil
+	p, err := dev.Alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{dtype: dt, shape: slices.Clone(shape), strides: slices.Clone(strides), dev: dev, ptr: p}, nil
 }
 
 // Free releases a device tensor's memory; host tensors are left to the GC.
+// Views (View, Slice) do not own their storage: Free on one does nothing,
+// and the storage stays valid until the tensor that allocated it is freed.
 func (t *Tensor) Free() error {
-	if t == nil || t.dev == nil || t.ptr == 0 {
+	if t == nil || t.dev == nil || t.ptr == 0 || t.view {
 		return nil
 	}
 	err := t.dev.Free(t.ptr)
@@ -156,10 +195,13 @@ func (t *Tensor) Numel() int {
 	return n
 }
 
-// SpanBytes is the storage the tensor addresses, first to last element.
+// SpanBytes is the storage the tensor addresses, first to last element
+// (gaps between rows included; 0 when the tensor has no elements).
 func (t *Tensor) SpanBytes() int { return spanElems(t.shape, t.strides) * t.dtype.Size() }
 
-// Contiguous reports whether the tensor is dense row-major.
+// Contiguous reports whether the tensor is dense row-major. Strides of
+// dimensions of size 1 do not matter, and a tensor without elements is
+// contiguous.
 func (t *Tensor) Contiguous() bool {
 	c := ContiguousStrides(t.shape)
 	for i := range c {
@@ -179,20 +221,52 @@ func (t *Tensor) Device() *cuda.Device { return t.dev }
 // Ptr returns the device address of element 0.
 func (t *Tensor) Ptr() cuda.DevicePtr { return t.ptr }
 
-// Bytes returns a host tensor's storage.
-func (t *Tensor) Bytes() []byte { return t.host }
+// Bytes returns a host tensor's storage from element 0 to the last element
+// (SpanBytes long, gaps between rows included). Writes go to the tensor.
+func (t *Tensor) Bytes() []byte { return t.host[:t.SpanBytes()] }
 
-// View returns a tensor sharing t's storage with a new dtype of the same
-// size (e.g. u8 bytes read as fp8), shape and strides.
+// View returns a tensor sharing t's storage from element 0 with a new
+// dtype, shape and strides: u8 bytes read as fp8, a [rows, cols] f32 read
+// as [rows, cols·4] u8, a contiguous tensor reshaped. The view must fit in
+// t's span. Writes through either are seen by the other.
 func (t *Tensor) View(dt DType, shape, strides []int) (*Tensor, error) {
-	if err := checkLayout(shape, strides); err != nil {
+	n, err := checkLayout(dt, shape, strides)
+	if err != nil {
 		return nil, err
 	}
-	if spanElems(shape, strides)*dt.Size() > t.SpanBytes() {
-		return nil, errors.New("tensor: view is larger than its storage")
+	if n > t.SpanBytes() {
+		return nil, fmt.Errorf("tensor: view of %d bytes (%v%v, strides %v) is larger than the %d bytes of its storage",
+			n, dt, shape, strides, t.SpanBytes())
 	}
 	v := *t
-	v.dtype, v.shape, v.strides = dt, append([]int(nil), shape...), append([]int(nil), strides...)
+	v.dtype, v.shape, v.strides, v.view = dt, slices.Clone(shape), slices.Clone(strides), true
+	return &v, nil
+}
+
+// Slice returns the view of t with dimension dim restricted to
+// [start, end): the same strides, element 0 moved to index start. A column
+// slice of a matrix has a row stride larger than its row; two slices of one
+// tensor overlap (Overlap) only where their spans do.
+func (t *Tensor) Slice(dim, start, end int) (*Tensor, error) {
+	if dim < 0 || dim >= len(t.shape) {
+		return nil, fmt.Errorf("tensor: Slice of dim %d of a rank-%d tensor", dim, len(t.shape))
+	}
+	if start < 0 || end < start || end > t.shape[dim] {
+		return nil, fmt.Errorf("tensor: Slice [%d, %d) of dim %d of size %d", start, end, dim, t.shape[dim])
+	}
+	v := *t
+	v.shape, v.strides, v.view = slices.Clone(t.shape), slices.Clone(t.strides), true
+	v.shape[dim] = end - start
+	if v.Numel() == 0 {
+		v.host = t.host[:0]
+		return &v, nil
+	}
+	off := start * t.strides[dim] * t.dtype.Size()
+	if t.dev == nil {
+		v.host = t.host[off:]
+	} else {
+		v.ptr += cuda.DevicePtr(off)
+	}
 	return &v, nil
 }
 
@@ -205,7 +279,7 @@ func (t *Tensor) ToDevice(dev *cuda.Device) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := dev.CopyHtoD(d.ptr, t.host); err != nil {
+	if err := dev.CopyHtoD(d.ptr, t.Bytes()); err != nil {
 		d.Free()
 		return nil, err
 	}
@@ -225,31 +299,37 @@ func (t *Tensor) ToHost() (*Tensor, error) {
 	return h, nil
 }
 
-// CopyFrom copies src's storage into t (same dtype, shape and strides),
-// in any direction between host and device.
+// CopyFrom copies src's storage span into t (same dtype, shape and
+// strides, gaps between rows included), in any direction between host and
+// device.
 func (t *Tensor) CopyFrom(src *Tensor) error {
-	if t.dtype != src.dtype || fmt.Sprint(t.shape, t.strides) != fmt.Sprint(src.shape, src.strides) {
-		return fmt.Errorf("tensor: CopyFrom %v%v into %v%v", src.dtype, src.shape, t.dtype, t.shape)
+	if t.dtype != src.dtype || !slices.Equal(t.shape, src.shape) || !slices.Equal(t.strides, src.strides) {
+		return fmt.Errorf("tensor: CopyFrom %v%v (strides %v) into %v%v (strides %v)",
+			src.dtype, src.shape, src.strides, t.dtype, t.shape, t.strides)
 	}
+	n := t.SpanBytes()
 	switch {
 	case t.dev == nil && src.dev == nil:
-		copy(t.host, src.host)
+		copy(t.host[:n], src.host[:n])
 		return nil
 	case t.dev != nil && src.dev == nil:
-		return t.dev.CopyHtoD(t.ptr, src.host)
+		return t.dev.CopyHtoD(t.ptr, src.host[:n])
 	case t.dev == nil:
-		return src.dev.CopyDtoH(t.host, src.ptr)
+		return src.dev.CopyDtoH(t.host[:n], src.ptr)
 	}
-	return t.dev.CopyDtoD(t.ptr, src.ptr, t.SpanBytes())
+	return t.dev.CopyDtoD(t.ptr, src.ptr, n)
 }
 
-// Poison fills a tensor's whole storage with 0xFF bytes: NaN in every float
-// dtype, -1 in signed integers. Tests poison outputs before a kernel runs so
-// that an element it never wrote cannot pass.
+// Poison fills a tensor's storage span (SpanBytes, gaps included) with 0xFF
+// bytes: NaN in every float dtype, -1 in signed integers, 255 in U8. Tests
+// poison outputs before a kernel runs so that an element it never wrote
+// cannot pass. A device tensor is poisoned on the default stream, which is
+// then synchronized.
 func (t *Tensor) Poison() error {
 	if t.dev == nil {
-		for i := range t.host {
-			t.host[i] = 0xFF
+		b := t.Bytes()
+		for i := range b {
+			b[i] = 0xFF
 		}
 		return nil
 	}
@@ -364,7 +444,9 @@ func (t *Tensor) SetFloat64s(v []float64) {
 	t.offsets(func(i, off int) { t.set(off, v[i]) })
 }
 
-// Int64s returns an integer host tensor's elements exactly.
+// Int64s returns a host tensor's elements in row-major order, exactly for
+// integer dtypes. Float elements are rounded half away from zero and
+// saturated to the int64 range; NaN reads as 0.
 func (t *Tensor) Int64s() []int64 {
 	t.mustHost("Int64s")
 	out := make([]int64, t.Numel())
@@ -373,25 +455,30 @@ func (t *Tensor) Int64s() []int64 {
 		switch t.dtype {
 		case I64:
 			out[i] = int64(binary.LittleEndian.Uint64(b[off*8:]))
-		case I32:
-			out[i] = int64(int32(binary.LittleEndian.Uint32(b[off*4:])))
 		default:
-			out[i] = int64(t.get(off))
+			out[i] = toInt(I64, t.get(off)) // exact for the narrower integers
 		}
 	})
 	return out
 }
 
-// SetInt64s stores integers exactly into an integer host tensor.
+// SetInt64s stores v (row-major, Numel long) into a host tensor: exactly
+// where the dtype holds the value; integer dtypes saturate to their range;
+// float dtypes round the value like SetFloat64s.
 func (t *Tensor) SetInt64s(v []int64) {
 	t.mustHost("SetInt64s")
+	if len(v) != t.Numel() {
+		panic(fmt.Sprintf("tensor: SetInt64s of %d values into %d elements", len(v), t.Numel()))
+	}
 	b := t.host
 	t.offsets(func(i, off int) {
 		switch t.dtype {
 		case I64:
 			binary.LittleEndian.PutUint64(b[off*8:], uint64(v[i]))
 		case I32:
-			binary.LittleEndian.PutUint32(b[off*4:], uint32(int32(v[i])))
+			binary.LittleEndian.PutUint32(b[off*4:], uint32(clampInt(I32, v[i])))
+		case I8, U8:
+			b[off] = byte(clampInt(t.dtype, v[i]))
 		default:
 			t.set(off, float64(v[i]))
 		}

@@ -6,11 +6,13 @@ import (
 	"slices"
 )
 
-// ArgError is a bad argument to an op, found before anything ran.
+// ArgError is a bad argument to an op, found before anything ran. Its
+// message reads "op: argument arg: msg" ("op: msg" without an argument).
 type ArgError struct {
 	Op, Arg, Msg string
 }
 
+// Error formats the problem with the op and argument names.
 func (e *ArgError) Error() string {
 	if e.Arg == "" {
 		return e.Op + ": " + e.Msg
@@ -24,8 +26,11 @@ func (e *ArgError) Error() string {
 //	v := tensor.Validate("norm.RMSNorm")
 //	v.Tensor("x", x).Rank(2).DType(tensor.BF16, tensor.F16, tensor.F32)
 //	v.Tensor("y", y).ShapeOf(x).DTypeOf(x)
-//	v.SameLocation(y, x)
+//	v.SameLocation([]string{"y", "x"}, y, x)
 //	if err := v.Err(); err != nil { return err }
+//
+// Checks after the first failure do nothing, so a chain never reads a nil
+// tensor: the first problem is the one reported.
 type Validator struct {
 	op  string
 	err error
@@ -129,13 +134,24 @@ func (a *Arg) Contiguous() *Arg {
 	return a
 }
 
-// Aligned requires the row stride and base address to allow 16-byte vector
-// access, or reports which is off; kernels that need it call this.
+// Aligned requires every stride (in bytes, of dimensions longer than 1)
+// and, on a device, the address of element 0 to be multiples of bytes, so
+// that each row starts aligned for vector access (16 for Pack<T>), or
+// reports which is off; kernels that cannot do without it call this. The
+// stride check applies to host tensors too, so both paths accept the same
+// arguments; host addresses are not checked.
 func (a *Arg) Aligned(bytes int) *Arg {
-	if !a.ok() || !a.t.IsDevice() {
+	if !a.ok() || bytes <= 1 {
 		return a
 	}
-	if int(a.t.ptr)%bytes != 0 {
+	size := a.t.dtype.Size()
+	for i, st := range a.t.strides {
+		if a.t.shape[i] > 1 && st*size%bytes != 0 {
+			a.v.Failf(a.name, "stride %d of dim %d (%d bytes) is not a multiple of %d bytes", st, i, st*size, bytes)
+			return a
+		}
+	}
+	if a.t.IsDevice() && uint64(a.t.ptr)%uint64(bytes) != 0 {
 		a.v.Failf(a.name, "device address %#x is not %d-byte aligned", a.t.ptr, bytes)
 	}
 	return a
@@ -159,20 +175,22 @@ func (a *Arg) OnDevice() *Arg {
 }
 
 // SameLocation requires all non-nil tensors to be on the host, or all on the
-// same device.
+// same device. names[i] names ts[i] in the error.
 func (v *Validator) SameLocation(names []string, ts ...*Tensor) {
-	var first *Tensor
-	var firstName string
+	name := func(i int) string {
+		if i < len(names) {
+			return names[i]
+		}
+		return fmt.Sprintf("#%d", i)
+	}
+	first := -1
 	for i, t := range ts {
-		if t == nil {
-			continue
-		}
-		if first == nil {
-			first, firstName = t, names[i]
-			continue
-		}
-		if t.dev != first.dev {
-			v.Failf(names[i], "is on %s but %s is on %s", where(t), firstName, where(first))
+		switch {
+		case t == nil:
+		case first < 0:
+			first = i
+		case t.dev != ts[first].dev:
+			v.Failf(name(i), "is on %s but %s is on %s", where(t), name(first), where(ts[first]))
 		}
 	}
 }
@@ -184,29 +202,36 @@ func where(t *Tensor) string {
 	return fmt.Sprintf("device %d", t.dev.Ordinal)
 }
 
-// Overlap reports whether two tensors' storage spans overlap.
+// Overlap reports whether two tensors' storage spans (element 0 to the last
+// element, SpanBytes) overlap. It is conservative: two column slices of one
+// matrix interleave without sharing an element, yet their spans overlap.
+// Tensors without elements overlap nothing.
 func Overlap(a, b *Tensor) bool {
 	if a == nil || b == nil || a.dev != b.dev {
 		return false
 	}
-	if a.dev == nil {
-		if len(a.host) == 0 || len(b.host) == 0 {
-			return false
-		}
-		pa, pb := &a.host[0], &b.host[0]
-		return overlapRange(addr(pa), len(a.host), addr(pb), len(b.host))
+	na, nb := a.SpanBytes(), b.SpanBytes()
+	if na == 0 || nb == 0 {
+		return false
 	}
-	return overlapRange(uintptr(a.ptr), a.SpanBytes(), uintptr(b.ptr), b.SpanBytes())
+	if a.dev == nil {
+		return overlapRange(addr(&a.host[0]), na, addr(&b.host[0]), nb)
+	}
+	return overlapRange(uintptr(a.ptr), na, uintptr(b.ptr), nb)
 }
 
-// Same reports whether two tensors are the same storage with the same layout
-// (an in-place call).
+// Same reports whether two tensors are the same storage with the same
+// dtype and layout (an in-place call). Tensors without storage are never
+// the same.
 func Same(a, b *Tensor) bool {
 	if a == nil || b == nil || a.dev != b.dev || a.dtype != b.dtype || !slices.Equal(a.shape, b.shape) || !slices.Equal(a.strides, b.strides) {
 		return false
 	}
+	if a.SpanBytes() == 0 {
+		return false
+	}
 	if a.dev == nil {
-		return len(a.host) > 0 && len(b.host) > 0 && &a.host[0] == &b.host[0]
+		return &a.host[0] == &b.host[0]
 	}
 	return a.ptr == b.ptr
 }
