@@ -140,7 +140,9 @@ func (f smallFloat) encode(v float64) uint32 {
 	return sign | uint32(exp+f.bias)<<f.manBits | m
 }
 
-// decode returns the value of a bit pattern (a NaN pattern gives a NaN).
+// decode returns the value of a bit pattern. A NaN pattern gives a NaN with
+// the pattern's sign, so that 0xFF poison reads as a negative NaN in every
+// format, as it does in f32 and bf16.
 func (f smallFloat) decode(b uint32) float64 {
 	width := 1 + f.expBits + f.manBits
 	sign := 1.0
@@ -157,7 +159,7 @@ func (f smallFloat) decode(b uint32) float64 {
 	case f.hasInf && e == expMask && m == 0:
 		return sign * math.Inf(1)
 	case f.hasInf && e == expMask, e == expMask && m == manMask:
-		return math.NaN()
+		return math.Copysign(math.NaN(), sign)
 	}
 	return sign * math.Ldexp(float64(m|1<<f.manBits), int(e)-f.bias-int(f.manBits))
 }

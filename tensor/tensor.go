@@ -203,6 +203,9 @@ func (t *Tensor) SpanBytes() int { return spanElems(t.shape, t.strides) * t.dtyp
 // dimensions of size 1 do not matter, and a tensor without elements is
 // contiguous.
 func (t *Tensor) Contiguous() bool {
+	if t.Numel() == 0 {
+		return true
+	}
 	c := ContiguousStrides(t.shape)
 	for i := range c {
 		if t.shape[i] > 1 && c[i] != t.strides[i] {

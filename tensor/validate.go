@@ -134,18 +134,18 @@ func (a *Arg) Contiguous() *Arg {
 	return a
 }
 
-// Aligned requires every stride (in bytes, of dimensions longer than 1)
-// and, on a device, the address of element 0 to be multiples of bytes, so
-// that each row starts aligned for vector access (16 for Pack<T>), or
-// reports which is off; kernels that cannot do without it call this. The
-// stride check applies to host tensors too, so both paths accept the same
-// arguments; host addresses are not checked.
+// Aligned requires the address of element 0 (on a device) and every row
+// stride (in bytes, of the dimensions before the last that are longer than
+// 1) to be multiples of bytes, so that each row starts aligned for vector
+// access (16 for Pack<T>), or reports which is off; kernels that cannot do
+// without it call this. The stride check applies to host tensors too, so
+// both paths accept the same arguments; host addresses are not checked.
 func (a *Arg) Aligned(bytes int) *Arg {
 	if !a.ok() || bytes <= 1 {
 		return a
 	}
 	size := a.t.dtype.Size()
-	for i, st := range a.t.strides {
+	for i, st := range a.t.strides[:max(len(a.t.strides)-1, 0)] {
 		if a.t.shape[i] > 1 && st*size%bytes != 0 {
 			a.v.Failf(a.name, "stride %d of dim %d (%d bytes) is not a multiple of %d bytes", st, i, st*size, bytes)
 			return a

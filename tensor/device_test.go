@@ -1,0 +1,84 @@
+package tensor_test
+
+import (
+	"bytes"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/tensor"
+)
+
+// TestDeviceRoundTrips moves strided tensors and views to a device and
+// back, poisons and copies there, and writes a device tensor as .npy.
+func TestDeviceRoundTrips(t *testing.T) {
+	dev := gputest.Device(t)
+	rng := tensor.SeededRNG(9)
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F8E4M3, tensor.I64} {
+		x, _ := tensor.NewStrided(dt, []int{5, 7}, []int{9, 1})
+		x.FillNormal(rng, 0, 10)
+		// A slice's storage runs past its span: only the span may travel.
+		rows, _ := x.Slice(0, 1, 3)
+		d, err := rows.ToDevice(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := d.ToHost()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.EqualFunc(h.Float64s(), rows.Float64s(), sameValue) || !bytes.Equal(h.Bytes(), rows.Bytes()) {
+			t.Errorf("%v: slice round trip %v, want %v", dt, h.Float64s(), rows.Float64s())
+		}
+
+		var viaDevice, viaHost bytes.Buffer
+		if err := tensor.WriteNPY(&viaDevice, d); err != nil {
+			t.Fatal(err)
+		}
+		tensor.WriteNPY(&viaHost, rows)
+		if !bytes.Equal(viaDevice.Bytes(), viaHost.Bytes()) {
+			t.Errorf("%v: WriteNPY of the device tensor differs from the host one", dt)
+		}
+
+		// Poison a device slice; the rows around it keep their values.
+		full, _ := x.ToDevice(dev)
+		mid, _ := full.Slice(0, 2, 4)
+		if err := mid.Poison(); err != nil {
+			t.Fatal(err)
+		}
+		if err := mid.Free(); err != nil { // a view: frees nothing
+			t.Fatal(err)
+		}
+		back, _ := full.ToHost()
+		got, want := back.Float64s(), x.Float64s()
+		for i := range got {
+			poisoned := i/7 >= 2 && i/7 < 4
+			if poisoned && dt.IsFloat() && !math.IsNaN(got[i]) || poisoned && !dt.IsFloat() && got[i] != -1 || !poisoned && !sameValue(got[i], want[i]) {
+				t.Errorf("%v: element %d = %v after poisoning rows 2-3 (was %v)", dt, i, got[i], want[i])
+			}
+		}
+
+		// CopyFrom host → device slice → host.
+		src, _ := tensor.NewStrided(dt, []int{2, 7}, []int{9, 1})
+		src.FillUniform(rng, -5, 5)
+		if err := mid.CopyFrom(src); err != nil {
+			t.Fatal(err)
+		}
+		dst, _ := tensor.NewStrided(dt, []int{2, 7}, []int{9, 1})
+		if err := dst.CopyFrom(mid); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.EqualFunc(dst.Float64s(), src.Float64s(), sameValue) {
+			t.Errorf("%v: CopyFrom through the device: %v, want %v", dt, dst.Float64s(), src.Float64s())
+		}
+		for _, f := range []*tensor.Tensor{d, full} {
+			if err := f.Free(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// sameValue is equality with NaN equal to NaN.
+func sameValue(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }

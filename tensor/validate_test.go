@@ -1,0 +1,161 @@
+package tensor
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gokittens/kittens/cuda"
+)
+
+func TestValidatorChecks(t *testing.T) {
+	dev0, dev1 := &cuda.Device{Ordinal: 0}, &cuda.Device{Ordinal: 1}
+	x := New(F32, 4, 6)
+	strided, _ := NewStrided(BF16, []int{4, 6}, []int{8, 1})
+	odd, _ := NewStrided(F32, []int{4, 6}, []int{6, 1})
+	d := fakeDevice(dev0, 0x10000, F32, 4, 8)
+	huge := fakeDevice(dev0, 0x10000, BF16, 1<<16, 1<<15+1)
+	top, _ := x.Slice(0, 0, 2)
+	bottom, _ := x.Slice(0, 2, 4)
+	middle, _ := x.Slice(0, 1, 3)
+	left, _ := x.Slice(1, 0, 3)
+	tests := []struct {
+		name  string
+		check func(v *Validator)
+		arg   string // the argument the error names; "" for no error
+		msg   string
+	}{
+		{"rank ok", func(v *Validator) { v.Tensor("x", x).Rank(1, 2) }, "", ""},
+		{"rank", func(v *Validator) { v.Tensor("x", x).Rank(3) }, "x", "has rank 2 (shape [4 6]), want rank [3]"},
+		{"dtype ok", func(v *Validator) { v.Tensor("x", x).DType(BF16, F32) }, "", ""},
+		{"dtype", func(v *Validator) { v.Tensor("x", x).DType(BF16, F16) }, "x", "has dtype f32, want one of [bf16 f16]"},
+		{"dtype of", func(v *Validator) { v.Tensor("y", strided).DTypeOf(x) }, "y", "has dtype bf16, want f32"},
+		{"dtype of nil", func(v *Validator) { v.Tensor("y", strided).DTypeOf(nil) }, "", ""},
+		{"shape ok", func(v *Validator) { v.Tensor("x", x).Shape(4, 6) }, "", ""},
+		{"shape wildcard", func(v *Validator) { v.Tensor("x", x).Shape(-1, 6) }, "", ""},
+		{"shape all wildcards", func(v *Validator) { v.Tensor("x", x).Shape(-1, -1) }, "", ""},
+		{"shape", func(v *Validator) { v.Tensor("x", x).Shape(-1, 5) }, "x", "has shape [4 6], want [-1 5]"},
+		{"shape rank", func(v *Validator) { v.Tensor("x", x).Shape(-1) }, "x", "has shape [4 6], want [-1]"},
+		{"shape of", func(v *Validator) { v.Tensor("y", strided).ShapeOf(x) }, "", ""},
+		{"shape of differs", func(v *Validator) { v.Tensor("y", top).ShapeOf(x) }, "y", "has shape [2 6], want [4 6]"},
+		{"contiguous ok", func(v *Validator) { v.Tensor("x", x).Contiguous() }, "", ""},
+		{"contiguous", func(v *Validator) { v.Tensor("x", strided).Contiguous() }, "x", "must be contiguous (strides [8 1] for shape [4 6])"},
+		{"aligned ok", func(v *Validator) { v.Tensor("x", strided).Aligned(16) }, "", ""},
+		{"aligned stride", func(v *Validator) { v.Tensor("x", odd).Aligned(16) }, "x", "stride 6 of dim 0 (24 bytes) is not a multiple of 16 bytes"},
+		{"aligned device", func(v *Validator) { v.Tensor("x", d).Aligned(16) }, "", ""},
+		{"aligned address", func(v *Validator) {
+			s, _ := d.Slice(1, 1, 5)
+			v.Tensor("x", s).Aligned(16)
+		}, "x", "device address 0x10004 is not 16-byte aligned"},
+		{"int32 ok", func(v *Validator) { v.Tensor("x", x).Int32Indexable() }, "", ""},
+		{"int32", func(v *Validator) { v.Tensor("x", huge).Int32Indexable() }, "x", "spans 2147549184 elements"},
+		{"on device ok", func(v *Validator) { v.Tensor("x", d).OnDevice() }, "", ""},
+		{"on device", func(v *Validator) { v.Tensor("x", x).OnDevice() }, "x", "is a host tensor"},
+		{"nil", func(v *Validator) { v.Tensor("w", nil).Rank(1).DType(F32).Shape(3).Contiguous() }, "w", "is nil"},
+		{"optional nil", func(v *Validator) { v.Optional("b", nil).Rank(1).DType(F32).Shape(3).Contiguous().Int32Indexable() }, "", ""},
+		{"optional checked", func(v *Validator) { v.Optional("b", x).Rank(1) }, "b", "has rank 2"},
+		{"same location host", func(v *Validator) { v.SameLocation([]string{"y", "x"}, top, x) }, "", ""},
+		{"same location nils", func(v *Validator) { v.SameLocation([]string{"a", "b", "c"}, nil, d, nil) }, "", ""},
+		{"host and device", func(v *Validator) { v.SameLocation([]string{"y", "b", "x"}, x, nil, d) }, "x", "is on device 0 but y is on the host"},
+		{"two devices", func(v *Validator) {
+			v.SameLocation([]string{"y", "x"}, d, fakeDevice(dev1, 0x10000, F32, 1))
+		}, "x", "is on device 1 but y is on device 0"},
+		{"unnamed", func(v *Validator) { v.SameLocation(nil, x, d) }, "#1", "is on device 0"},
+		{"no overlap ok", func(v *Validator) { v.NoOverlap("y", top, "x", bottom) }, "", ""},
+		{"no overlap", func(v *Validator) { v.NoOverlap("y", middle, "x", bottom) }, "y", "overlaps x; in-place use is not allowed here"},
+		{"no overlap in place", func(v *Validator) { v.NoOverlap("y", x, "x", x) }, "y", "overlaps x"},
+		{"unless same, in place", func(v *Validator) { v.NoOverlapUnlessSame("y", x, "x", x) }, "", ""},
+		{"unless same, disjoint", func(v *Validator) { v.NoOverlapUnlessSame("y", top, "x", bottom) }, "", ""},
+		{"unless same, partly", func(v *Validator) { v.NoOverlapUnlessSame("y", middle, "x", top) }, "y", "partly overlaps x"},
+		{"unless same, columns", func(v *Validator) { v.NoOverlapUnlessSame("y", left, "x", x) }, "y", "partly overlaps x"},
+		{"check", func(v *Validator) { v.Check(false, "k", "must be at most %d", 8) }, "k", "must be at most 8"},
+		{"check ok", func(v *Validator) { v.Check(true, "k", "never") }, "", ""},
+		{"failf without argument", func(v *Validator) { v.Failf("", "too many %s", "rows") }, "", "too many rows"},
+	}
+	for _, tt := range tests {
+		v := Validate("pkg.Op")
+		tt.check(v)
+		err := v.Err()
+		if tt.msg == "" {
+			if err != nil {
+				t.Errorf("%s: unexpected error %v", tt.name, err)
+			}
+			continue
+		}
+		var ae *ArgError
+		if !errors.As(err, &ae) {
+			t.Errorf("%s: error %v, want an *ArgError", tt.name, err)
+			continue
+		}
+		want := "pkg.Op: argument " + tt.arg + ": "
+		if tt.arg == "" {
+			want = "pkg.Op: "
+		}
+		if ae.Op != "pkg.Op" || ae.Arg != tt.arg || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%s: error %q (arg %q), want %q…%q", tt.name, err, ae.Arg, want, tt.msg)
+		}
+	}
+}
+
+func TestValidatorFirstErrorWins(t *testing.T) {
+	x := New(F32, 2, 3)
+	v := Validate("norm.RMSNorm")
+	v.Tensor("x", x).Rank(3).DType(BF16)
+	v.Tensor("w", nil).Shape(3)
+	v.Tensor("y", x).Shape(9)
+	v.Check(false, "eps", "is negative")
+	want := "norm.RMSNorm: argument x: has rank 2 (shape [2 3]), want rank [3]"
+	if err := v.Err(); err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+	if err := Validate("op").Err(); err != nil {
+		t.Errorf("fresh validator: %v", err)
+	}
+}
+
+func TestOverlapAndSame(t *testing.T) {
+	dev := &cuda.Device{}
+	x := New(F32, 4, 4)
+	y := New(F32, 4, 4)
+	rows01, _ := x.Slice(0, 0, 2)
+	rows23, _ := x.Slice(0, 2, 4)
+	rows12, _ := x.Slice(0, 1, 3)
+	again, _ := x.Slice(0, 0, 4)
+	asBytes, _ := x.View(U8, []int{64}, []int{1})
+	empty, _ := x.Slice(0, 2, 2)
+	d1 := fakeDevice(dev, 0x1000, F32, 4, 4) // [0x1000, 0x1040)
+	d2 := fakeDevice(dev, 0x1040, F32, 4, 4) // adjacent
+	d3 := fakeDevice(dev, 0x103c, F32, 4, 4) // one element shared
+	other := fakeDevice(&cuda.Device{Ordinal: 1}, 0x1000, F32, 4, 4)
+	tests := []struct {
+		name          string
+		a, b          *Tensor
+		overlap, same bool
+	}{
+		{"itself", x, x, true, true},
+		{"separate tensors", x, y, false, false},
+		{"disjoint row slices", rows01, rows23, false, false},
+		{"overlapping row slices", rows01, rows12, true, false},
+		{"slice of all rows", x, again, true, true},
+		{"slice in parent", x, rows12, true, false},
+		{"bytes view", x, asBytes, true, false},
+		{"empty slice", x, empty, false, false},
+		{"nil", x, nil, false, false},
+		{"host and device", x, d1, false, false},
+		{"device itself", d1, d1, true, true},
+		{"device adjacent", d1, d2, false, false},
+		{"device one element", d1, d3, true, false},
+		{"different devices", d1, other, false, false},
+	}
+	for _, tt := range tests {
+		if got := Overlap(tt.a, tt.b); got != tt.overlap {
+			t.Errorf("%s: Overlap = %v, want %v", tt.name, got, tt.overlap)
+		}
+		if got := Overlap(tt.b, tt.a); got != tt.overlap {
+			t.Errorf("%s: Overlap reversed = %v, want %v", tt.name, got, tt.overlap)
+		}
+		if got := Same(tt.a, tt.b); got != tt.same {
+			t.Errorf("%s: Same = %v, want %v", tt.name, got, tt.same)
+		}
+	}
+}
