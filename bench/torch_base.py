@@ -46,6 +46,11 @@ def main():
             fn, inputs = BUILDERS[c["op"]](c["args"])
             out["eager_us"] = time_us(fn, inputs)
             if not c.get("no_compile"):
+                # A family's builders return the same lambda for every shape,
+                # and dynamo stops recompiling one code object after
+                # cache_size_limit (8) shapes, silently running it eagerly
+                # from then on: start each case from an empty cache.
+                torch._dynamo.reset()
                 cfn = torch.compile(fn, dynamic=False)
                 out["compile_us"] = time_us(cfn, inputs)
         except Exception as e:  # report, keep going

@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gokittens/kittens/cuda"
+)
+
+// Env describes the machine a report was measured on.
+type Env struct {
+	Device  string    `json:"device"` // GPU name; empty on the CPU path
+	Arch    string    `json:"arch,omitempty"`
+	Driver  string    `json:"driver"` // the driver's CUDA version, e.g. "13.0"; empty without one
+	NVRTC   string    `json:"nvrtc"`  // NVRTC's version, e.g. "13.0"; empty without one
+	Date    time.Time `json:"date"`
+	CopyGBs float64   `json:"copy_gbs,omitempty"` // CopyBandwidth, when measured
+}
+
+// CPUOnly reports whether the results came from the host path alone.
+func (e Env) CPUOnly() bool { return e.Device == "" }
+
+// Describe reads the environment of dev (nil for the CPU path) at the
+// present time.
+func Describe(dev *cuda.Device) Env {
+	e := Env{Date: time.Now()}
+	if v, err := cuda.DriverVersion(); err == nil {
+		e.Driver = CUDAVersion(v)
+	}
+	if ma, mi, err := cuda.NVRTCVersion(); err == nil {
+		e.NVRTC = fmt.Sprintf("%d.%d", ma, mi)
+	}
+	if dev != nil {
+		p := dev.Props()
+		e.Device, e.Arch = p.Name, p.Arch()
+	}
+	return e
+}
+
+// CUDAVersion formats a driver version number (major·1000 + minor·10) as
+// "major.minor".
+func CUDAVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
+
+// deviceLine names the device and its architecture.
+func (e Env) deviceLine() string {
+	if e.CPUOnly() {
+		return "CPU path only (no GPU used)"
+	}
+	if e.Arch == "" {
+		return e.Device
+	}
+	return e.Device + " (" + e.Arch + ")"
+}
+
+// driverLine and nvrtcLine name the versions, or say there is none.
+func (e Env) driverLine() string { return orNone("driver CUDA ", e.Driver, "no driver") }
+func (e Env) nvrtcLine() string  { return orNone("NVRTC ", e.NVRTC, "no NVRTC") }
+
+func orNone(prefix, v, none string) string {
+	if v == "" {
+		return none
+	}
+	return prefix + v
+}
+
+// String is the one-line summary that heads every report.
+func (e Env) String() string {
+	s := fmt.Sprintf("%s · %s · %s · %s", e.deviceLine(), e.driverLine(), e.nvrtcLine(), e.Date.Format(time.DateOnly))
+	if e.CopyGBs > 0 {
+		s += fmt.Sprintf(" · copy %.0f GB/s", e.CopyGBs)
+	}
+	return s
+}
+
+// Table lays the environment out as rows of what and value, for the head of
+// a markdown report.
+func (e Env) Table() *Table {
+	t := &Table{Header: []string{"", ""}}
+	t.Add("device", e.deviceLine())
+	t.Add("driver", orNone("CUDA ", e.Driver, "none"))
+	t.Add("NVRTC", orNone("", e.NVRTC, "none"))
+	t.Add("date", e.Date.Format(time.DateOnly))
+	if e.CopyGBs > 0 {
+		t.Add("copy bandwidth", fmt.Sprintf("%.0f GB/s (device-to-device, bytes read + written)", e.CopyGBs))
+	}
+	return t
+}

@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Entry is one measured case of a report.
+type Entry struct {
+	Family, Op, Case string
+	Bytes, Flops     int64
+	Result           Result       // our time: the kernel, or the host path on the CPU
+	Torch            *TorchResult // PyTorch's times, when compared
+	Err              string       // why the case could not be measured
+}
+
+// SpeedupEager is PyTorch eager's time over ours (above 1: we are faster),
+// 0 when either is unknown.
+func (e Entry) SpeedupEager() float64 {
+	if e.Torch == nil {
+		return 0
+	}
+	return ratio(e.Torch.EagerUS, e.Result.MedianUS)
+}
+
+// SpeedupCompile is torch.compile's time over ours, 0 when either is unknown.
+func (e Entry) SpeedupCompile() float64 {
+	if e.Torch == nil {
+		return 0
+	}
+	return ratio(e.Torch.CompileUS, e.Result.MedianUS)
+}
+
+func ratio(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// Report is the outcome of one benchmark run: where it ran and every case.
+// It only formats; measuring is Measure's and the caller's job.
+type Report struct {
+	Env     Env
+	Entries []Entry
+}
+
+// PctCopy is the entry's bandwidth as a percentage of the measured copy
+// ceiling, 0 when either is unknown.
+func (r *Report) PctCopy(e Entry) float64 { return 100 * ratio(e.Result.GBs, r.Env.CopyGBs) }
+
+// compared reports whether any entry has PyTorch times.
+func (r *Report) compared() bool {
+	for _, e := range r.Entries {
+		if e.Torch != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// dash stands for a number that is not known.
+const dash = "—"
+
+// num formats v with format f, or a dash when v is not positive.
+func num(f string, v float64) string {
+	if v <= 0 {
+		return dash
+	}
+	return fmt.Sprintf(f, v)
+}
+
+// table lays the entries out in the columns both text and markdown use.
+func (r *Report) table() *Table {
+	if r.Env.CPUOnly() {
+		t := &Table{Header: []string{"op", "case", "host µs"}, Align: "llr"}
+		for _, e := range r.Entries {
+			t.Add(e.Op, e.Case, r.ours(e))
+		}
+		return t
+	}
+	t := &Table{Header: []string{"op", "case", "ours µs", "GB/s", "% of copy"}, Align: "llrrrrrrr"}
+	torch := r.compared()
+	if torch {
+		t.Header = append(t.Header, "torch eager µs", "torch.compile µs", "vs eager", "vs compile")
+	}
+	for _, e := range r.Entries {
+		row := []string{e.Op, e.Case, r.ours(e), num("%.0f", e.Result.GBs), num("%.0f%%", r.PctCopy(e))}
+		if torch {
+			eager, compile := dash, dash
+			if e.Torch != nil && e.Torch.Error != "" {
+				eager = "failed"
+			} else if e.Torch != nil {
+				eager, compile = num("%.2f", e.Torch.EagerUS), num("%.2f", e.Torch.CompileUS)
+			}
+			row = append(row, eager, compile, num("%.2f×", e.SpeedupEager()), num("%.2f×", e.SpeedupCompile()))
+		}
+		t.Add(row...)
+	}
+	return t
+}
+
+// ours is the entry's own time cell.
+func (r *Report) ours(e Entry) string {
+	if e.Err != "" {
+		return "failed"
+	}
+	return num("%.2f", e.Result.MedianUS)
+}
+
+// failures lists what went wrong, one line per failed measurement.
+func (r *Report) failures() []string {
+	var out []string
+	for _, e := range r.Entries {
+		if e.Err != "" {
+			out = append(out, fmt.Sprintf("%s %s: %s", e.Op, e.Case, e.Err))
+		}
+		if e.Torch != nil && e.Torch.Error != "" {
+			out = append(out, fmt.Sprintf("%s %s: torch: %s", e.Op, e.Case, e.Torch.Error))
+		}
+	}
+	return out
+}
+
+// WriteText writes the terminal form: the environment, the table, then
+// every failure.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(r.Env.String() + "\n")
+	if len(r.Entries) == 0 {
+		b.WriteString("no cases\n")
+	} else if err := r.table().WriteText(&b); err != nil {
+		return err
+	}
+	for _, f := range r.failures() {
+		b.WriteString("FAILED " + f + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// methodGPU and methodCPU explain the numbers at the end of BENCH.md.
+const (
+	methodGPU = `Ours: CUDA events around every launch; a spin kernel queued first so the host runs ahead of the GPU
+and the events measure GPU time, not launch latency; enough independent input sets, rotated, to touch three
+times the L2; a warm-up round; the median of 200 launches. GB/s counts each input read once and each output
+written once; "% of copy" is that over the copy ceiling measured in the same run (the median of 20
+device-to-device copies of 1 GiB, counting bytes read plus bytes written), so an op that mostly reads can pass
+100%. PyTorch: the same case built by the family's snippet and timed in the same run with
+` + "`triton.testing.do_bench`" + ` (events, L2 flushed before every launch, median), eagerly and after
+` + "`torch.compile(dynamic=False)`" + `. "vs eager" and "vs compile" are PyTorch's time over ours: above 1 we are faster.
+The machines are shared and vary from run to run; compare numbers of one run only.`
+	methodCPU = `No GPU was used, so these are the CPU path's wall times: each op's parity cases run on host tensors
+(the float64 reference), the median of a few runs, each drawing fresh inputs. They show the host path works;
+they say nothing about the kernels' speed.`
+)
+
+// WriteMarkdown writes BENCH.md: a heading, the environment, the table,
+// failures and a note on the method.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("# Benchmarks\n\n")
+	if err := r.Env.Table().WriteMarkdown(&b); err != nil {
+		return err
+	}
+	b.WriteString("\n")
+	if err := r.table().WriteMarkdown(&b); err != nil {
+		return err
+	}
+	if fs := r.failures(); len(fs) > 0 {
+		b.WriteString("\nFailures:\n\n")
+		for _, f := range fs {
+			b.WriteString("- " + f + "\n")
+		}
+	}
+	b.WriteString("\n## Method\n\n")
+	if r.Env.CPUOnly() {
+		b.WriteString(methodCPU)
+	} else {
+		b.WriteString(methodGPU)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// jsonEntry is an Entry with every derived number spelled out.
+type jsonEntry struct {
+	Family         string  `json:"family"`
+	Op             string  `json:"op"`
+	Case           string  `json:"case"`
+	Bytes          int64   `json:"bytes"`
+	Flops          int64   `json:"flops"`
+	MedianUS       float64 `json:"median_us"`
+	MinUS          float64 `json:"min_us"`
+	GBs            float64 `json:"gbs"`
+	TFLOPs         float64 `json:"tflops"`
+	PctCopy        float64 `json:"pct_copy"`
+	Sets           int     `json:"sets"`
+	Runs           int     `json:"runs"`
+	TorchEagerUS   float64 `json:"torch_eager_us,omitempty"`
+	TorchCompileUS float64 `json:"torch_compile_us,omitempty"`
+	TorchError     string  `json:"torch_error,omitempty"`
+	SpeedupEager   float64 `json:"speedup_eager,omitempty"`
+	SpeedupCompile float64 `json:"speedup_compile,omitempty"`
+	Error          string  `json:"error,omitempty"`
+}
+
+// WriteJSON writes the report as one indented JSON object: the environment
+// and every entry with every number, derived ones included.
+func (r *Report) WriteJSON(w io.Writer) error {
+	out := struct {
+		Env     Env         `json:"env"`
+		CPUOnly bool        `json:"cpu_only"`
+		Entries []jsonEntry `json:"entries"`
+	}{Env: r.Env, CPUOnly: r.Env.CPUOnly(), Entries: make([]jsonEntry, len(r.Entries))}
+	for i, e := range r.Entries {
+		j := jsonEntry{Family: e.Family, Op: e.Op, Case: e.Case, Bytes: e.Bytes, Flops: e.Flops,
+			MedianUS: e.Result.MedianUS, MinUS: e.Result.MinUS, GBs: e.Result.GBs, TFLOPs: e.Result.TFLOPs,
+			PctCopy: r.PctCopy(e), Sets: e.Result.Sets, Runs: e.Result.Runs,
+			SpeedupEager: e.SpeedupEager(), SpeedupCompile: e.SpeedupCompile(), Error: e.Err}
+		if e.Torch != nil {
+			j.TorchEagerUS, j.TorchCompileUS, j.TorchError = e.Torch.EagerUS, e.Torch.CompileUS, e.Torch.Error
+		}
+		out.Entries[i] = j
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

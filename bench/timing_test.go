@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gokittens/kittens/check"
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/registry"
+)
+
+func TestMeasureHost(t *testing.T) {
+	calls := 0
+	for _, tc := range []struct {
+		name      string
+		runs      int
+		rep       check.Report
+		err       error
+		wantRuns  int
+		wantError string
+	}{
+		{name: "default runs", rep: check.Report{Pass: true, CPUOnly: true}, wantRuns: hostRuns},
+		{name: "five runs", runs: 5, rep: check.Report{Pass: true, CPUOnly: true}, wantRuns: 5},
+		{name: "unwritten output", rep: check.Report{Name: "y", Unwritten: 3, CPUOnly: true}, wantError: "seed"},
+		{name: "host error", err: errors.New("bad shape"), wantError: "bad shape"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls = 0
+			c := registry.Check{Name: tc.name, Run: func(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
+				if dev != nil {
+					t.Error("MeasureHost passed a device")
+				}
+				calls++
+				return tc.rep, tc.err
+			}}
+			r, err := MeasureHost(c, tc.runs)
+			if tc.wantError != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantError) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantError)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if calls != tc.wantRuns || r.Runs != tc.wantRuns || r.MinUS < 0 || r.MinUS > r.MedianUS {
+				t.Errorf("calls %d, result %+v, want %d runs", calls, r, tc.wantRuns)
+			}
+		})
+	}
+}
+
+func TestDescribeWithoutDevice(t *testing.T) {
+	e := Describe(nil)
+	if !e.CPUOnly() || e.Date.IsZero() || !strings.Contains(e.String(), "CPU path only") {
+		t.Errorf("Describe(nil) = %+v (%s)", e, e)
+	}
+}

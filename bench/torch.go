@@ -1,0 +1,159 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/gokittens/kittens/registry"
+)
+
+//go:embed torch_base.py
+var torchBase string
+
+// torchMain ends the script: it runs once every family's builders exist.
+const torchMain = "\n\nif __name__ == \"__main__\":\n    main()\n"
+
+// EnvPython names the variable that picks the Python interpreter of the
+// PyTorch comparison (default "python3").
+const EnvPython = "KITTENS_PYTHON"
+
+// TorchRequest is one case for the PyTorch side of the comparison.
+type TorchRequest struct {
+	ID        string         `json:"id"`   // unique in one call; keys the results
+	Op        string         `json:"op"`   // builder name in a family's snippet
+	Args      map[string]any `json:"args"` // shape, dtype and options
+	NoCompile bool           `json:"no_compile,omitempty"`
+}
+
+// TorchResult is PyTorch's time for one case, in µs. CompileUS is zero when
+// torch.compile was not asked for; Error is set when the case failed there.
+type TorchResult struct {
+	EagerUS   float64 `json:"eager_us,omitempty"`
+	CompileUS float64 `json:"compile_us,omitempty"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// TorchRequestFor returns the request of a registered benchmark case, and
+// false when the case has no PyTorch counterpart.
+func TorchRequestFor(id string, b registry.Bench) (TorchRequest, bool) {
+	if b.Torch == nil {
+		return TorchRequest{}, false
+	}
+	return TorchRequest{ID: id, Op: b.Torch.Op, Args: b.Torch.Args}, true
+}
+
+// TorchScript returns the Python program Torch runs: the harness
+// (torch_base.py), every family's snippet of builders, then the call of main.
+func TorchScript() string {
+	var b strings.Builder
+	b.WriteString(torchBase)
+	for _, s := range registry.TorchSnippets() {
+		b.WriteString("\n\n")
+		b.WriteString(s)
+	}
+	b.WriteString(torchMain)
+	return b.String()
+}
+
+// python returns the interpreter to run, from KITTENS_PYTHON or python3.
+func python() string {
+	if p := os.Getenv(EnvPython); p != "" {
+		return p
+	}
+	return "python3"
+}
+
+// Torch times every request with PyTorch eager and torch.compile, in one
+// Python process on the GPU this process also uses. It writes TorchScript to
+// a temporary file, runs it with the requests as JSON on stdin and reads one
+// JSON line per case from its stdout; Python's stderr (tracebacks, compile
+// warnings) streams through to this process's stderr. Before that it checks
+// that the interpreter exists and imports torch and triton, and says which
+// is missing. The results are keyed by request ID; on a later failure of
+// the script, the results read so far come back with the error.
+func Torch(reqs []TorchRequest) (map[string]TorchResult, error) {
+	out := map[string]TorchResult{}
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	py := python()
+	path, err := exec.LookPath(py)
+	if err != nil {
+		return nil, fmt.Errorf("bench: the PyTorch comparison needs Python: %s not found (set %s): %w", py, EnvPython, err)
+	}
+	if msg, err := exec.Command(path, "-c", "import torch, triton").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("bench: the PyTorch comparison needs torch and triton, which %s cannot import: %v: %s",
+			path, err, lastLine(msg))
+	}
+	in, err := json.Marshal(reqs)
+	if err != nil {
+		return nil, fmt.Errorf("bench: torch requests: %w", err)
+	}
+	f, err := os.CreateTemp("", "kittens-torch-*.py")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(TorchScript())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, f.Name())
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.Stderr = os.Stderr
+	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: %s: %w", path, err)
+	}
+	readErr := readTorchLines(stdout, out, os.Stderr)
+	if err := cmd.Wait(); err != nil {
+		return out, fmt.Errorf("bench: torch script: %w", err)
+	}
+	if readErr != nil {
+		return out, readErr
+	}
+	return out, nil
+}
+
+// readTorchLines collects the script's result lines into out. Lines that are
+// not results (a builder's own prints) go to other.
+func readTorchLines(r io.Reader, out map[string]TorchResult, other io.Writer) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var line struct {
+			ID *string `json:"id"`
+			TorchResult
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil || line.ID == nil {
+			fmt.Fprintln(other, sc.Text())
+			continue
+		}
+		out[*line.ID] = line.TorchResult
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("bench: reading the torch script's output: %w", err)
+	}
+	return nil
+}
+
+// lastLine returns the last non-empty line of b (Python's exception line).
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gokittens/kittens/registry"
+)
+
+// testSnippet stands for a family's builders in the script.
+const testSnippet = "# kittens-bench-test-snippet"
+
+func init() { registry.RegisterTorch("kittens-bench-test", testSnippet) }
+
+// fakePython writes a shell script that stands in for the interpreter:
+// onCheck runs for `-c "import torch, triton"`, onScript for the script.
+func fakePython(t *testing.T, onCheck, onScript string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "python")
+	body := "#!/bin/sh\nif [ \"$1\" = -c ]; then\n" + onCheck + "\nfi\n" + onScript + "\n"
+	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestTorch(t *testing.T) {
+	reqs := []TorchRequest{
+		{ID: "a", Op: "rmsnorm", Args: map[string]any{"shape": []int{4, 8}, "dtype": "bf16"}},
+		{ID: "b", Op: "softmax", Args: map[string]any{}},
+	}
+	// The script must hold the snippet before the call of main, and the
+	// requests must arrive on stdin; otherwise the fake fails.
+	protocol := `script="$1"
+grep -q '` + testSnippet + `' "$script" || { echo "snippet missing" >&2; exit 3; }
+[ "$(tail -n 1 "$script")" = "    main()" ] || { echo "main is not last" >&2; exit 3; }
+[ "$PYTHONUNBUFFERED" = 1 ] || exit 5
+in=$(cat)
+case "$in" in *'"op":"rmsnorm"'*'"shape":[4,8]'*) ;; *) echo "bad stdin: $in" >&2; exit 4;; esac
+echo 'a builder printed this'
+echo '{"id": "a", "eager_us": 26.5, "compile_us": 39.25}'
+echo '{"id": "b", "error": "RuntimeError: boom"}'`
+	for _, tc := range []struct {
+		name    string
+		python  string // KITTENS_PYTHON; "" leaves it unset
+		reqs    []TorchRequest
+		want    map[string]TorchResult
+		wantErr string
+	}{
+		{name: "no requests", python: "/nonexistent/python3", want: map[string]TorchResult{}},
+		{name: "python missing", python: "/nonexistent/python3", reqs: reqs,
+			wantErr: "needs Python: /nonexistent/python3 not found (set KITTENS_PYTHON)"},
+		{name: "torch missing", python: fakePython(t, `echo "ModuleNotFoundError: No module named 'torch'" >&2; exit 1`, "exit 9"),
+			reqs: reqs, wantErr: "needs torch and triton"},
+		{name: "protocol", python: fakePython(t, "exit 0", protocol), reqs: reqs,
+			want: map[string]TorchResult{"a": {EagerUS: 26.5, CompileUS: 39.25}, "b": {Error: "RuntimeError: boom"}}},
+		{name: "script crashes", python: fakePython(t, "exit 0", `cat >/dev/null; echo '{"id": "a", "eager_us": 3}'; exit 1`),
+			reqs: reqs, want: map[string]TorchResult{"a": {EagerUS: 3}}, wantErr: "torch script: exit status 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvPython, tc.python)
+			got, err := Torch(tc.reqs)
+			if tc.wantErr == "" && err != nil {
+				t.Fatalf("error %v", err)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+			if tc.want != nil && !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("results %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTorchScriptOrder(t *testing.T) {
+	s := TorchScript()
+	base := strings.Index(s, "def builder(")
+	snip := strings.Index(s, testSnippet)
+	call := strings.LastIndex(s, "main()")
+	if base < 0 || snip < base || call < snip {
+		t.Fatalf("want harness, then snippets, then main(): positions %d, %d, %d", base, snip, call)
+	}
+}
+
+func TestTorchRequestFor(t *testing.T) {
+	args := map[string]any{"rows": 4}
+	for _, tc := range []struct {
+		name string
+		b    registry.Bench
+		want TorchRequest
+		ok   bool
+	}{
+		{"none", registry.Bench{Name: "x"}, TorchRequest{}, false},
+		{"case", registry.Bench{Name: "x", Torch: &registry.TorchCase{Op: "rmsnorm", Args: args}},
+			TorchRequest{ID: "id", Op: "rmsnorm", Args: args}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := TorchRequestFor("id", tc.b)
+			if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v %v, want %v %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestReadTorchLines(t *testing.T) {
+	out := map[string]TorchResult{}
+	var other bytes.Buffer
+	in := "hello\n{\"id\": \"a\", \"eager_us\": 1}\n[1, 2]\n{\"eager_us\": 2}\n"
+	if err := readTorchLines(strings.NewReader(in), out, &other); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]TorchResult{"a": {EagerUS: 1}}; !reflect.DeepEqual(out, want) {
+		t.Errorf("results %v, want %v", out, want)
+	}
+	if want := "hello\n[1, 2]\n{\"eager_us\": 2}\n"; other.String() != want {
+		t.Errorf("passed through %q, want %q", other.String(), want)
+	}
+}
