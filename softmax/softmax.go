@@ -1,0 +1,160 @@
+// Package softmax computes the row softmax of a matrix on the GPU, with a
+// CPU reference behind the same call.
+//
+// Softmax(s, y, x, o) sets, for every row i of x [M, N],
+//
+//	y[i, j] = exp(v[i, j] − max_k v[i, k]) / Σ_k exp(v[i, k] − max_k v[i, k]),  v = x·Scale
+//
+// in fp32 on the GPU and float64 on the host, and rounds once to the output
+// dtype. x and y are bf16, f16 or f32 (the same dtype), rank 2, with the last
+// dimension contiguous; row strides may exceed N. y may be x itself (in
+// place), but must not otherwise share storage with it.
+//
+// Special values follow the spec (kernels-a §3.1), with no special handling:
+// a NaN anywhere in a row makes the whole row NaN, a row of −inf gives NaN
+// (0/0) and +inf gives NaN (inf − inf). N = 1 gives 1 for every finite x.
+// M = 0 or N = 0 does nothing.
+//
+// On the device, short rows (up to 512 bf16 or 256 f32 elements when rows
+// are 16-byte aligned) are shared by a few lanes of a warp, many rows per
+// block; longer rows take a
+// block, or a thread-block cluster of up to 8 blocks whose partial maxima
+// and sums meet in distributed shared memory. While a row's share fits the
+// registers of its block (up to 131,072 bf16 or 65,536 f32 elements over a
+// cluster), x is read once; longer rows take two passes, the second mostly
+// served from L2. Without clusters, blocks are persistent and load their
+// next rows while reducing the current ones.
+package softmax
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/jit"
+	"github.com/gokittens/kittens/tensor"
+)
+
+//go:embed softmax.cu
+var source string
+
+// Options tune Softmax.
+type Options struct {
+	// Scale multiplies x before the softmax (a temperature's inverse, or
+	// 1/√d for attention scores); 0 means 1. It must be finite. The device
+	// rounds x·Scale to fp32, so a Scale that is not a power of two adds
+	// up to half an fp32 ulp of |x·Scale| to each exponent.
+	Scale float32
+}
+
+// maxCols bounds N so that column arithmetic in int32 cannot overflow.
+const maxCols = 1 << 30
+
+// Softmax sets y to the row softmax of x·o.Scale (see the package doc).
+// Host tensors run the CPU reference, device tensors the kernel on stream s
+// (nil: the device's default stream). Nothing is written on error.
+func Softmax(s *cuda.Stream, y, x *tensor.Tensor, o Options) error {
+	v := tensor.Validate("softmax.Softmax")
+	v.Tensor("x", x).Rank(2).DType(tensor.BF16, tensor.F16, tensor.F32)
+	v.Tensor("y", y).Rank(2).ShapeOf(x).DTypeOf(x)
+	v.SameLocation([]string{"y", "x"}, y, x)
+	v.NoOverlapUnlessSame("y", y, "x", x)
+	v.Check(!math.IsNaN(float64(o.Scale)) && !math.IsInf(float64(o.Scale), 0), "Scale", "is %v, want a finite value", o.Scale)
+	if err := v.Err(); err != nil {
+		return err
+	}
+	v.Check(x.Dim(1) <= maxCols, "x", "has %d columns, more than the kernel's %d", x.Dim(1), maxCols)
+	if x.IsDevice() && s != nil && s.Device() != x.Device() {
+		v.Failf("s", "is a stream of device %d but x is on device %d", s.Device().Ordinal, x.Device().Ordinal)
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	scale := o.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	if x.Dim(0) == 0 || x.Dim(1) == 0 {
+		return nil
+	}
+	if !x.IsDevice() {
+		reference(y, x, float64(scale))
+		return nil
+	}
+	return launch(s, y, x, scale)
+}
+
+// kernels holds softmax_fwd per specialization and device.
+var kernels = jit.Funcs[spec]{Kernel: func(sp spec) jit.Kernel {
+	return jit.Kernel{File: "softmax/softmax.cu", Source: source, Entry: "softmax_fwd", Defines: sp.defines()}
+}}
+
+// defines specializes softmax.cu.
+func (sp spec) defines() []string {
+	prefetch := 0
+	if sp.Prefetch {
+		prefetch = 1
+	}
+	return jit.Defines(map[string]any{"DTYPE": sp.dtypeName(), "VEC": sp.Vec, "NVEC": sp.NVec, "GROUP": sp.Group,
+		"MAXT": sp.MaxT, "PREFETCH": prefetch})
+}
+
+func launch(s *cuda.Stream, y, x *tensor.Tensor, scale float32) error {
+	dev := x.Device()
+	if s == nil {
+		s = dev.DefaultStream()
+	}
+	m, n := x.Dim(0), x.Dim(1)
+	vec := vecWidth(x.DType().Size(), []uint64{uint64(x.Ptr()), uint64(y.Ptr())}, []int{x.Stride(0), y.Stride(0)}, m)
+	return run(s, y, x, scale, pickConfig(dev.Props(), m, n, x.DType(), vec))
+}
+
+type occKey struct {
+	fn          *cuda.Function
+	block, smem int
+}
+
+// occ caches blocks per SM by function and launch shape.
+var occ sync.Map
+
+// occupancy returns how many blocks of fn fit on one SM at once.
+func occupancy(fn *cuda.Function, block, smem int) (int, error) {
+	k := occKey{fn, block, smem}
+	if v, ok := occ.Load(k); ok {
+		return v.(int), nil
+	}
+	n, err := fn.MaxActiveBlocksPerSM(block, smem)
+	if err != nil {
+		return 0, err
+	}
+	occ.Store(k, n)
+	return n, nil
+}
+
+// run launches softmax_fwd with config c on stream s.
+func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
+	dev, m, n := x.Device(), x.Dim(0), x.Dim(1)
+	if c.Grid > math.MaxInt32 {
+		return fmt.Errorf("softmax.Softmax: %d rows need %d blocks, more than a grid holds", m, c.Grid)
+	}
+	fn, err := kernels.Get(dev, c.spec)
+	if err != nil {
+		return err
+	}
+	if c.Prefetch {
+		occ, err := occupancy(fn, c.Block, c.Smem)
+		if err != nil {
+			return err
+		}
+		c.Grid = min(c.Grid, max(1, occ)*dev.Props().SMs)
+	}
+	cfg := cuda.LaunchConfig{Grid: cuda.D1(c.Grid), Block: cuda.D1(c.Block), Shared: c.Smem, Stream: s}
+	if c.Cluster > 1 {
+		cfg.Cluster = cuda.D1(c.Cluster)
+	}
+	args := cuda.NewArgs().Ptr(x.Ptr()).Ptr(y.Ptr()).I32(int32(m)).I32(int32(n)).
+		I64(int64(x.Stride(0))).I64(int64(y.Stride(0))).I32(int32(c.Chunk)).F32(scale)
+	return fn.Launch(cfg, args)
+}

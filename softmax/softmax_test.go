@@ -1,0 +1,441 @@
+package softmax
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/check"
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/tensor"
+)
+
+func TestParity(t *testing.T) { gputest.RunChecks(t, "softmax") }
+
+func BenchmarkSoftmax(b *testing.B) { gputest.RunBenches(b, "softmax") }
+
+// h200 and small are the device properties the picker is tested on: the
+// target GPU, and a small pre-Hopper one (48 KiB of shared memory, 16 SMs,
+// no clusters).
+var (
+	h200 = cuda.Props{Name: "H200", Major: 9, Minor: 0, SMs: 132, MaxThreadsPerBlock: 1024,
+		SharedPerBlock: 48 << 10, SharedPerBlockOptin: 227 << 10, SharedPerSM: 228 << 10, RegistersPerBlock: 65536,
+		L2Bytes: 60 << 20}
+	small = cuda.Props{Name: "small", Major: 8, Minor: 6, SMs: 16, MaxThreadsPerBlock: 1024,
+		SharedPerBlock: 48 << 10, SharedPerBlockOptin: 48 << 10, SharedPerSM: 64 << 10, RegistersPerBlock: 65536,
+		L2Bytes: 4 << 20}
+)
+
+func fromRows(dt tensor.DType, rows ...[]float64) *tensor.Tensor {
+	t := tensor.New(dt, len(rows), len(rows[0]))
+	var v []float64
+	for _, r := range rows {
+		v = append(v, r...)
+	}
+	t.SetFloat64s(v)
+	return t
+}
+
+func TestReference(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	ln2, ln3 := math.Ln2, math.Log(3)
+	for _, c := range []struct {
+		name  string
+		x     []float64
+		scale float32
+		want  []float64
+	}{
+		{"exp is 1, 2, 3", []float64{0, ln2, ln3}, 0, []float64{1. / 6, 2. / 6, 3. / 6}},
+		{"scale", []float64{0, 1, 2}, float32(ln2), []float64{1. / 7, 2. / 7, 4. / 7}},
+		{"max subtracted", []float64{1000, 1000, 1000 + ln3}, 1, []float64{0.2, 0.2, 0.6}},
+		{"negative scale", []float64{0, -ln3}, -1, []float64{0.25, 0.75}},
+		{"-inf is a zero", []float64{-inf, 0, -inf, ln3}, 0, []float64{0, 0.25, 0, 0.75}},
+		{"all -inf is NaN", []float64{-inf, -inf}, 0, []float64{nan, nan}},
+		{"+inf is NaN", []float64{inf, 0}, 0, []float64{nan, nan}},
+		{"NaN spreads", []float64{0, nan, 1}, 0, []float64{nan, nan, nan}},
+		{"N=1", []float64{-7}, 0, []float64{1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := fromRows(tensor.F32, c.x)
+			y := tensor.New(tensor.F32, 1, len(c.x))
+			if err := Softmax(nil, y, x, Options{Scale: c.scale}); err != nil {
+				t.Fatal(err)
+			}
+			if r := check.Compare("y", y.Float64s(), c.want, check.ForDType(tensor.F32)); !r.Pass {
+				t.Errorf("softmax(%v) = %v, want %v: %v", c.x, y.Float64s(), c.want, r)
+			}
+			if err := Softmax(nil, x, x, Options{Scale: c.scale}); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(x.Bytes(), y.Bytes()) {
+				t.Errorf("in place gave %v, out of place %v", x.Float64s(), y.Float64s())
+			}
+		})
+	}
+}
+
+// TestReferenceBF16 checks the single rounding to bf16: 1/3 rounds to
+// nearest even, not truncated.
+func TestReferenceBF16(t *testing.T) {
+	x := fromRows(tensor.BF16, []float64{0, 0, 0})
+	y := tensor.New(tensor.BF16, 1, 3)
+	if err := Softmax(nil, y, x, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := tensor.Round(tensor.BF16, 1./3)
+	for _, got := range y.Float64s() {
+		if got != want {
+			t.Fatalf("bf16 softmax of zeros = %v, want %v", got, want)
+		}
+	}
+}
+
+func TestZeroSizes(t *testing.T) {
+	for _, shape := range [][2]int{{0, 16}, {4, 0}} {
+		x, y := tensor.New(tensor.BF16, shape[0], shape[1]), tensor.New(tensor.BF16, shape[0], shape[1])
+		if err := Softmax(nil, y, x, Options{}); err != nil {
+			t.Errorf("%v: %v", shape, err)
+		}
+	}
+}
+
+// TestValidation checks that each kind of bad argument is reported, naming
+// the argument, and that nothing was written.
+func TestValidation(t *testing.T) {
+	slice := func(tt *tensor.Tensor, start, end int) *tensor.Tensor {
+		s, err := tt.Slice(1, start, end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	wide := tensor.New(tensor.F32, 4, 12)
+	for _, c := range []struct {
+		name string
+		y, x *tensor.Tensor
+		opt  Options
+		arg  string
+	}{
+		{"nil x", tensor.New(tensor.F32, 2, 3), nil, Options{}, "x"},
+		{"nil y", nil, tensor.New(tensor.F32, 2, 3), Options{}, "y"},
+		{"x rank 1", tensor.New(tensor.F32, 2, 3), tensor.New(tensor.F32, 6), Options{}, "x"},
+		{"x rank 3", tensor.New(tensor.F32, 2, 3), tensor.New(tensor.F32, 1, 2, 3), Options{}, "x"},
+		{"y rank 3", tensor.New(tensor.F32, 1, 2, 3), tensor.New(tensor.F32, 2, 3), Options{}, "y"},
+		{"shape mismatch", tensor.New(tensor.F32, 2, 4), tensor.New(tensor.F32, 2, 3), Options{}, "y"},
+		{"dtype mismatch", tensor.New(tensor.BF16, 2, 3), tensor.New(tensor.F32, 2, 3), Options{}, "y"},
+		{"integer dtype", tensor.New(tensor.I32, 2, 3), tensor.New(tensor.I32, 2, 3), Options{}, "x"},
+		{"fp8 dtype", tensor.New(tensor.F8E4M3, 2, 3), tensor.New(tensor.F8E4M3, 2, 3), Options{}, "x"},
+		{"partial overlap", slice(wide, 1, 9), slice(wide, 0, 8), Options{}, "y"},
+		{"NaN scale", tensor.New(tensor.F32, 2, 3), tensor.New(tensor.F32, 2, 3), Options{Scale: float32(math.NaN())}, "Scale"},
+		{"infinite scale", tensor.New(tensor.F32, 2, 3), tensor.New(tensor.F32, 2, 3), Options{Scale: float32(math.Inf(1))}, "Scale"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			expectRejected(t, c.y, c.x, c.opt, c.arg)
+		})
+	}
+}
+
+// expectRejected calls Softmax with bad arguments on host tensors and checks
+// the error names arg and that y is untouched.
+func expectRejected(t *testing.T, y, x *tensor.Tensor, opt Options, arg string) {
+	t.Helper()
+	var before []byte
+	if y != nil && !y.IsDevice() {
+		y.FillNormal(tensor.SeededRNG(1), 0, 1)
+		before = bytes.Clone(y.Bytes())
+	}
+	err := Softmax(nil, y, x, opt)
+	var ae *tensor.ArgError
+	if !errors.As(err, &ae) {
+		t.Fatalf("got error %v, want a *tensor.ArgError", err)
+	}
+	if ae.Arg != arg {
+		t.Errorf("error %q names %q, want %q", err, ae.Arg, arg)
+	}
+	if before != nil && !bytes.Equal(before, y.Bytes()) {
+		t.Errorf("y was written although the call failed")
+	}
+}
+
+// TestValidationDevice covers the errors that need a device tensor: a mix of
+// host and device tensors, and a device tensor partly overlapping the output.
+func TestValidationDevice(t *testing.T) {
+	dev := gputest.Device(t)
+	xd, err := tensor.Empty(dev, tensor.F32, 2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xd.Free()
+	t.Run("device x, host y", func(t *testing.T) {
+		expectRejected(t, tensor.New(tensor.F32, 2, 8), xd, Options{}, "x")
+	})
+	t.Run("host x, device y", func(t *testing.T) {
+		expectRejected(t, xd, tensor.New(tensor.F32, 2, 8), Options{}, "x")
+	})
+	t.Run("device partial overlap", func(t *testing.T) {
+		a, _ := xd.Slice(1, 0, 6)
+		b, _ := xd.Slice(1, 2, 8)
+		expectRejected(t, b, a, Options{}, "y")
+	})
+}
+
+// checkInvariants asserts what every config must satisfy.
+func checkInvariants(t *testing.T, p cuda.Props, m, n int, c config) {
+	t.Helper()
+	fail := func(format string, a ...any) {
+		t.Errorf("%s m=%d n=%d %+v: %s", p.Name, m, n, c, fmt.Sprintf(format, a...))
+	}
+	if c.Smem > p.SharedPerBlock {
+		fail("shared memory %d over %d", c.Smem, p.SharedPerBlock)
+	}
+	if c.Block < 32 || c.Block > p.MaxThreadsPerBlock || c.Block > c.MaxT || c.Block%32 != 0 {
+		fail("bad block size")
+	}
+	if c.NVec > 1 && c.NVec*c.Vec*c.DType.Size() > maxRowBytes {
+		fail("%d elements per thread, over %d bytes", c.NVec*c.Vec, maxRowBytes)
+	}
+	if c.Cluster < 1 || c.Cluster > maxCluster || (p.Major < 9 && c.Cluster > 1) {
+		fail("bad cluster size")
+	}
+	if c.Prefetch && (c.Cluster > 1 || c.Stream) {
+		fail("prefetch needs one block per unit and a resident tile")
+	}
+	if c.Group > 0 {
+		if c.Cluster != 1 || c.Stream || c.Group*c.NVec*c.Vec < n || c.Block%c.Group != 0 {
+			fail("short-row config does not hold its row")
+		}
+		if c.Grid*(c.Block/c.Group) < m {
+			fail("grid covers %d rows", c.Grid*(c.Block/c.Group))
+		}
+		return
+	}
+	if c.Grid != m*c.Cluster || c.Chunk%c.Vec != 0 && c.Cluster > 1 || c.Chunk*c.Cluster < n {
+		fail("grid or chunks do not cover the matrix")
+	}
+	if !c.Stream && c.Block*c.NVec*c.Vec < min(c.Chunk, n) {
+		fail("resident config does not hold its share")
+	}
+}
+
+func TestPickConfig(t *testing.T) {
+	for _, c := range []struct {
+		p     cuda.Props
+		m, n  int
+		dt    tensor.DType
+		vec   int
+		group int // expected lanes per row (0: block per row)
+		nvec  int
+		block int
+		cl    int
+		strm  bool
+	}{
+		{h200, 65536, 128, tensor.BF16, 8, 8, 2, 256, 1, false},
+		{h200, 4096, 128, tensor.BF16, 8, 8, 2, 64, 1, false},
+		{h200, 4096, 4096, tensor.BF16, 8, 0, 2, 256, 1, false},
+		{h200, 16384, 8192, tensor.BF16, 8, 0, 2, 512, 1, false},
+		{h200, 16, 262144, tensor.F32, 4, 0, 2, 512, 8, true},
+		{h200, 256, 262144, tensor.BF16, 8, 0, 2, 512, 8, true},
+		{h200, 256, 131072, tensor.BF16, 8, 0, 4, 512, 8, false},
+		{h200, 256, 32768, tensor.F32, 4, 0, 2, 1024, 1, true},
+		{h200, 256, 32768, tensor.BF16, 8, 0, 4, 1024, 1, false},
+		{h200, 256, 131072, tensor.F32, 4, 0, 2, 512, 8, true},
+		{h200, 64, 151936, tensor.BF16, 8, 0, 2, 512, 8, true},
+		{h200, 4, 1 << 20, tensor.F32, 4, 0, 2, 512, 8, true},
+		{small, 16, 262144, tensor.F32, 4, 0, 2, 1024, 1, true},
+		{small, 16, 8192, tensor.BF16, 8, 0, 2, 512, 1, false},
+		{h200, 10, 100003, tensor.BF16, 1, 0, 8, 512, 8, true},
+		{h200, 1, 2, tensor.F32, 2, 1, 1, 64, 1, false},
+	} {
+		got := pickConfig(c.p, c.m, c.n, c.dt, c.vec)
+		checkInvariants(t, c.p, c.m, c.n, got)
+		if got.Group != c.group || got.NVec != c.nvec || got.Block != c.block || got.Cluster != c.cl || got.Stream != c.strm {
+			t.Errorf("%s %dx%d %s vec %d: got group %d nvec %d block %d cluster %d stream %v, want %d %d %d %d %v",
+				c.p.Name, c.m, c.n, c.dt, c.vec, got.Group, got.NVec, got.Block, got.Cluster, got.Stream,
+				c.group, c.nvec, c.block, c.cl, c.strm)
+		}
+	}
+}
+
+// TestPickConfigSweep checks the invariants over many shapes on both
+// simulated devices, and on one that allows only 256 threads a block.
+func TestPickConfigSweep(t *testing.T) {
+	tiny := small
+	tiny.Name, tiny.MaxThreadsPerBlock = "tiny", 256
+	for _, p := range []cuda.Props{h200, small, tiny} {
+		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+			for _, m := range []int{1, 3, 16, 100, 257, 4096, 1 << 20} {
+				for _, n := range []int{1, 2, 3, 31, 128, 129, 1000, 4097, 32768, 100003, 262144, 1 << 22} {
+					for vec := 16 / dt.Size(); vec >= 1; vec /= 2 {
+						checkInvariants(t, p, m, n, pickConfig(p, m, n, dt, vec))
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestVecWidth(t *testing.T) {
+	for _, c := range []struct {
+		size    int
+		addrs   []uint64
+		strides []int
+		rows    int
+		want    int
+	}{
+		{2, []uint64{256, 512}, []int{128, 128}, 4, 8},
+		{4, []uint64{256, 512}, []int{128, 128}, 4, 4},
+		{2, []uint64{256, 512}, []int{1003, 1000}, 4, 1},
+		{2, []uint64{256, 512}, []int{1003, 1000}, 1, 8}, // one row: the stride does not matter
+		{2, []uint64{260, 512}, []int{128, 128}, 4, 2},
+		{4, []uint64{256, 520}, []int{4100, 4104}, 4, 2},
+	} {
+		if got := vecWidth(c.size, c.addrs, c.strides, c.rows); got != c.want {
+			t.Errorf("vecWidth(%d, %v, %v, %d) = %d, want %d", c.size, c.addrs, c.strides, c.rows, got, c.want)
+		}
+	}
+}
+
+// TestStreamWithoutCluster runs the configs a GPU without clusters gets
+// (one block per row, streaming when the row outgrows the block) on this
+// GPU, against the reference.
+func TestStreamWithoutCluster(t *testing.T) {
+	dev := gputest.Device(t)
+	rng, seed := tensor.NewRNG()
+	for _, c := range []struct {
+		dt   tensor.DType
+		m, n int
+	}{{tensor.F32, 3, 300001}, {tensor.F32, 3, 300000}, {tensor.BF16, 5, 70000}} {
+		x := tensor.Rand(rng, c.dt, 10, c.m, c.n)
+		want := tensor.New(c.dt, c.m, c.n)
+		reference(want, x, 0.5)
+		xd, err := x.ToDevice(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		yd, err := tensor.Empty(dev, c.dt, c.m, c.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vec := vecWidth(c.dt.Size(), []uint64{uint64(xd.Ptr()), uint64(yd.Ptr())}, []int{c.n, c.n}, c.m)
+		cfg := pickConfig(small, c.m, c.n, c.dt, vec)
+		if cfg.Cluster != 1 || !cfg.Stream {
+			t.Fatalf("config %+v is not the streaming one", cfg)
+		}
+		if err := yd.Poison(); err != nil {
+			t.Fatal(err)
+		}
+		err = run(nil, yd, xd, 0.5, cfg)
+		if err == nil {
+			err = dev.Synchronize()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := yd.ToHost()
+		if err != nil {
+			t.Fatal(err)
+		}
+		xd.Free()
+		yd.Free()
+		if r := check.Compare("y", got.Float64s(), want.Float64s(), tolerance(c.dt)); !r.Pass {
+			t.Errorf("seed %d %s %dx%d: %v", seed, c.dt, c.m, c.n, r)
+		} else {
+			t.Log(c.dt, c.m, c.n, r)
+		}
+	}
+}
+
+// TestKernelResources reports the registers and local memory of the kernel
+// each benchmark shape runs, and fails if a config spills to local memory.
+func TestKernelResources(t *testing.T) {
+	dev := gputest.Device(t)
+	for _, b := range benchShapes {
+		c := pickConfig(dev.Props(), b.M, b.N, b.DType, 16/b.DType.Size())
+		fn, err := kernels.Get(dev, c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs, _ := fn.Attribute(cuda.FuncNumRegs)
+		local, _ := fn.Attribute(cuda.FuncLocalSizeBytes)
+		occ, _ := fn.MaxActiveBlocksPerSM(c.Block, c.Smem)
+		t.Logf("%dx%d %s: %+v regs %d local %d blocks/SM %d", b.M, b.N, b.DType, c, regs, local, occ)
+		if local > 0 {
+			t.Errorf("%dx%d %s spills: %d bytes of local memory", b.M, b.N, b.DType, local)
+		}
+	}
+}
+
+// BenchmarkConfigs times alternative configs of a few benchmark shapes
+// beside the picker's own, to tune the picker: lanes and block sizes for
+// short rows, prefetching for hidden-size rows, and for long rows
+// register-resident blocks and clusters against streaming ones. (Clusters
+// of 16 blocks, tried earlier, were slower than 8 everywhere.)
+func BenchmarkConfigs(b *testing.B) {
+	dev := gputest.Device(b)
+	p := dev.Props()
+	type variant struct {
+		name string
+		edit func(c *config, m, n int)
+	}
+	short := func(g, nvec, block int) variant {
+		return variant{fmt.Sprintf("lanes %d nvec %d block %d", g, nvec, block), func(c *config, m, _ int) {
+			c.Group, c.NVec, c.Block, c.MaxT = g, nvec, block, launchBound(block)
+			c.Grid = ceilDiv(m, block/g)
+		}}
+	}
+	rowBlock := func(cl, nvec, block int, prefetch bool) variant {
+		return variant{fmt.Sprintf("cluster %d nvec %d block %d prefetch %v", cl, nvec, block, prefetch), func(c *config, m, n int) {
+			c.Cluster, c.NVec, c.Block, c.MaxT, c.Prefetch = cl, nvec, block, launchBound(block), prefetch && cl == 1
+			c.Grid, c.Chunk = m*cl, ceilDiv(ceilDiv(n, c.Vec), cl)*c.Vec
+			if cl == 1 {
+				c.Chunk = n
+			}
+		}}
+	}
+	keep := variant{"picker", func(*config, int, int) {}}
+	for _, s := range []struct {
+		shape    benchShape
+		variants []variant
+	}{
+		{benchShape{tensor.BF16, 65536, 128}, []variant{keep, short(8, 2, 128), short(16, 1, 256)}},
+		{benchShape{tensor.BF16, 16384, 8192}, []variant{keep, rowBlock(1, 2, 512, false), rowBlock(1, 4, 256, true)}},
+		{benchShape{tensor.F32, 256, 32768}, []variant{keep, rowBlock(1, 2, 512, false), rowBlock(4, 4, 512, false), rowBlock(8, 2, 512, false)}},
+		{benchShape{tensor.BF16, 256, 32768}, []variant{keep, rowBlock(1, 2, 1024, false), rowBlock(4, 2, 512, false)}},
+		{benchShape{tensor.F32, 256, 131072}, []variant{keep, rowBlock(8, 4, 1024, false)}},
+		{benchShape{tensor.F32, 16, 131072}, []variant{keep, rowBlock(8, 4, 1024, false)}},
+		{benchShape{tensor.BF16, 256, 262144}, []variant{keep, rowBlock(8, 4, 1024, false)}},
+	} {
+		base := pickConfig(p, s.shape.M, s.shape.N, s.shape.DType, 16/s.shape.DType.Size())
+		for _, v := range s.variants {
+			c := base
+			v.edit(&c, s.shape.M, s.shape.N)
+			bb := s.shape.bench()
+			bb.Torch = nil
+			bb.New = func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+				x, y, err := s.shape.alloc(dev, rng)
+				if err != nil {
+					return registry.Instance{}, err
+				}
+				return registry.Instance{
+					Run:  func(st *cuda.Stream) error { return run(st, y, x, 1, c) },
+					Free: func() { x.Free(); y.Free() },
+				}, nil
+			}
+			b.Run(fmt.Sprintf("%s/%s", bb.Name, v.name), func(b *testing.B) {
+				r, err := bench.Measure(dev, bb, bench.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(r.MedianUS, "µs")
+				b.ReportMetric(r.GBs, "GB/s")
+			})
+		}
+	}
+}
