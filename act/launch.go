@@ -1,0 +1,248 @@
+package act
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"math/bits"
+	"sync"
+
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/jit"
+	"github.com/gokittens/kittens/tensor"
+)
+
+//go:embed act.cu
+var actSrc string
+
+// maxCols is the longest row the kernels index with int: a column plus a
+// vector width must not overflow.
+const maxCols = math.MaxInt32 - 64
+
+// blockSize is the threads per block: 128 measured best or level with 256
+// on every benchmark shape.
+const blockSize = 128
+
+// tuning is the launch shape of one activation, from sweeps on an H200 (see
+// tune_test.go): the items a thread takes per pass, unary and gated, and
+// the grid cap in waves of resident blocks, beyond which the kernel's
+// grid-stride loop takes over (0: no cap, one pass). The cheap activations
+// ran best with one item per thread (one 16-byte load in flight for unary
+// ops, two for gated: gate and up) and no cap; the GELUs, with more math
+// per element, with two gated items per thread and a capped grid. More
+// items than that measured slower: the math then competes with the loads
+// for issue slots.
+type tuning struct{ unaryUnroll, gatedUnroll, waves int }
+
+var tunings = [numKinds]tuning{
+	KindSiLU:     {1, 1, 0},
+	KindGELU:     {1, 2, 16},
+	KindGELUTanh: {1, 2, 16},
+	KindReLU:     {1, 1, 0},
+	KindTanh:     {1, 2, 16},
+}
+
+// spec is one specialization of act.cu.
+type spec struct {
+	gated  bool
+	kind   Kind
+	dtype  tensor.DType
+	vec    int // elements per access
+	unroll int // items per thread per pass
+}
+
+var cTypes = map[tensor.DType]string{tensor.BF16: "bf16", tensor.F16: "f16", tensor.F32: "float"}
+
+func (k spec) kernel() jit.Kernel {
+	entry := "act_unary"
+	if k.gated {
+		entry = "act_gated"
+	}
+	return jit.Kernel{File: "act/act.cu", Source: actSrc, Entry: entry, Defines: jit.Defines(map[string]any{
+		"ELEM": cTypes[k.dtype], "ACT": int(k.kind), "VEC": k.vec, "UNROLL": k.unroll,
+	})}
+}
+
+var kernels = jit.Funcs[spec]{Kernel: spec.kernel}
+
+// Prepare compiles, in parallel, the kernels act uses most: every
+// activation and dtype, unary and gated, at the full 16-byte width and at
+// width 1 (for sizes and strides that allow nothing wider). Calling it once
+// at start-up keeps NVRTC out of the first calls; any kernel it skips is
+// compiled on first use.
+func Prepare(dev *cuda.Device) error {
+	var ks []jit.Kernel
+	for kind := range numKinds {
+		for _, dt := range floatTypes {
+			for _, vec := range []int{16 / dt.Size(), 1} {
+				t := tunings[kind]
+				ks = append(ks, spec{kind: kind, dtype: dt, vec: vec, unroll: t.unaryUnroll}.kernel(),
+					spec{gated: true, kind: kind, dtype: dt, vec: vec, unroll: t.gatedUnroll}.kernel())
+			}
+		}
+	}
+	return jit.Prepare(dev, ks)
+}
+
+// problem is one validated device call in rows form: rows of cols outputs
+// (d for gated ops), row strides in elements.
+type problem struct {
+	kind       Kind
+	dtype      tensor.DType
+	rows, cols int
+	sx, sy     int
+	x, y       cuda.DevicePtr
+	inplace    bool // unary with y == x
+
+	gated        bool
+	layout       Layout
+	gateSecond   bool
+	limit        float64 // 0: none
+	alpha, upAdd float64
+}
+
+// config is how a problem is launched.
+type config struct {
+	vec    int // elements per access
+	unroll int // items per thread per pass
+	block  int // threads per block
+	grid   int // blocks
+}
+
+// items is the number of work items at vector width vec.
+func (p problem) items(vec int) int { return p.rows * ((p.cols + vec - 1) / vec) }
+
+// pickVec returns the widest access, at most 16 bytes, that every address
+// the kernel forms at full width is aligned to.
+func pickVec(p problem) int {
+	size := p.dtype.Size()
+	v := 16 / size
+	fits := func(v int) bool {
+		if uint64(p.x)%uint64(v*size) != 0 || uint64(p.y)%uint64(v*size) != 0 {
+			return false
+		}
+		if p.rows > 1 && (p.sx%v != 0 || p.sy%v != 0) {
+			return false
+		}
+		// Halves: the second half starts d elements into the row.
+		return !p.gated || p.layout == Interleaved || p.cols%v == 0
+	}
+	for v > 1 && !fits(v) {
+		v /= 2
+	}
+	return v
+}
+
+// pickLaunch sizes the grid for items work items taken unroll at a time,
+// at most waves waves of resident blocks (0: no cap); occ gives the
+// resident blocks per multiprocessor at a block size.
+func pickLaunch(props cuda.Props, items, unroll, waves int, occ func(block int) int) (block, grid int) {
+	grid = ceilDiv(items, blockSize*unroll)
+	if waves > 0 {
+		grid = min(grid, max(props.SMs, 1)*max(occ(blockSize), 1)*waves)
+	}
+	return blockSize, max(grid, 1)
+}
+
+// baseConfig returns the compile-time half of p's configuration: the
+// vector width and the items per thread per pass.
+func baseConfig(p problem) config {
+	c := config{vec: pickVec(p), unroll: tunings[p.kind].unaryUnroll}
+	if p.gated {
+		c.unroll = tunings[p.kind].gatedUnroll
+	}
+	return c
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func (p problem) spec(c config) spec {
+	return spec{gated: p.gated, kind: p.kind, dtype: p.dtype, vec: c.vec, unroll: c.unroll}
+}
+
+// occupancy caches resident blocks per multiprocessor by kernel and block size.
+var occupancy sync.Map // occKey → int
+
+type occKey struct {
+	fn    *cuda.Function
+	block int
+}
+
+func blocksPerSM(fn *cuda.Function, block int) int {
+	k := occKey{fn, block}
+	if n, ok := occupancy.Load(k); ok {
+		return n.(int)
+	}
+	n, err := fn.MaxActiveBlocksPerSM(block, 0)
+	if err != nil || n < 1 {
+		n = 1 // the launch itself will report a real problem
+	}
+	occupancy.Store(k, n)
+	return n
+}
+
+// run launches p on dev with the picked configuration.
+func run(op string, s *cuda.Stream, dev *cuda.Device, p problem) error {
+	c := baseConfig(p)
+	if p.items(c.vec) > math.MaxInt32 || p.cols > maxCols {
+		return &tensor.ArgError{Op: op, Arg: "x", Msg: fmt.Sprintf("has %d rows of %d: too many for one launch", p.rows, p.cols)}
+	}
+	fn, err := kernels.Get(dev, p.spec(c))
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	c.block, c.grid = pickLaunch(dev.Props(), p.items(c.vec), c.unroll, tunings[p.kind].waves,
+		func(block int) int { return blocksPerSM(fn, block) })
+	if s == nil {
+		s = dev.DefaultStream()
+	}
+	if err := p.launch(s, fn, c); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+// launch queues fn (the kernel of p.spec(c)) with configuration c.
+func (p problem) launch(s *cuda.Stream, fn *cuda.Function, c config) error {
+	perRow := ceilDiv(p.cols, c.vec)
+	mul, shr := divider(uint32(perRow))
+	a := cuda.NewArgs().Ptr(p.y).Ptr(p.x).I32(int32(p.cols)).I64(int64(p.sy)).I64(int64(p.sx)).
+		U32(uint32(perRow)).U32(mul).U32(shr).U32(uint32(p.rows * perRow))
+	if !p.gated {
+		nc := int32(1)
+		if p.inplace {
+			nc = 0
+		}
+		a.I32(nc)
+	} else {
+		limit := float32(math.Inf(1))
+		if p.limit > 0 {
+			limit = float32(p.limit)
+		}
+		full := p.limit > 0 || p.alpha != 1 || p.upAdd != 0
+		a.I32(b2i(p.layout == Interleaved)).I32(b2i(p.gateSecond)).I32(b2i(full)).
+			F32(limit).F32(float32(p.alpha)).F32(float32(p.upAdd))
+	}
+	return fn.Launch(cuda.LaunchConfig{Grid: cuda.D1(c.grid), Block: cuda.D1(c.block), Stream: s}, a)
+}
+
+// divider returns the multiplier and shift that divide by d ≥ 2 without a
+// division: n/d = (n·mul >> 32) >> shr for every n < 2^31. With l =
+// ⌈log2 d⌉ and mul = ⌈2^(31+l)/d⌉ (which fits in 32 bits), n·mul/2^(31+l)
+// exceeds n/d by less than n/2^(31+l) < 2^−l ≤ 1/d, too little to reach the
+// next integer. d = 1 is special-cased by the kernel (mul would not fit).
+func divider(d uint32) (mul, shr uint32) {
+	if d < 2 {
+		return 0, 0
+	}
+	l := uint32(bits.Len32(d - 1)) // ⌈log2 d⌉
+	p := 31 + l
+	return uint32((uint64(1)<<p + uint64(d) - 1) / uint64(d)), p - 32
+}
+
+func b2i(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,181 @@
+package act
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gokittens/kittens/check"
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/tensor"
+)
+
+func TestRowsOf(t *testing.T) {
+	for _, c := range []struct {
+		shape, strides []int
+		rows, stride   int
+		ok             bool
+	}{
+		{[]int{7}, []int{1}, 1, 7, true},
+		{[]int{3, 5}, []int{5, 1}, 3, 5, true},
+		{[]int{3, 5}, []int{8, 1}, 3, 8, true},
+		{[]int{2, 3, 5}, []int{24, 8, 1}, 6, 8, true},
+		{[]int{2, 3, 5}, []int{30, 8, 1}, 0, 0, false},
+		{[]int{2, 1, 5}, []int{40, 3, 1}, 2, 40, true}, // a size-1 dimension's stride is irrelevant
+		{[]int{1, 1, 5}, []int{9, 9, 1}, 1, 5, true},
+		{[]int{0, 4}, []int{4, 1}, 0, 4, true},
+	} {
+		x, err := tensor.NewStrided(tensor.F32, c.shape, c.strides)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, stride, ok := rowsOf(x)
+		if ok != c.ok || (ok && (rows != c.rows || stride != c.stride)) {
+			t.Errorf("rowsOf(%v, %v) = %d, %d, %v; want %d, %d, %v", c.shape, c.strides, rows, stride, ok, c.rows, c.stride, c.ok)
+		}
+	}
+}
+
+func TestPickVec(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    problem
+		want int
+	}{
+		{"bf16 flat", problem{dtype: tensor.BF16, rows: 1, cols: 1001, x: 256, y: 512}, 8},
+		{"f32 flat", problem{dtype: tensor.F32, rows: 1, cols: 7, x: 256, y: 512}, 4},
+		{"bf16 rows stride 12", problem{dtype: tensor.BF16, rows: 4, cols: 12, sx: 12, sy: 12, x: 256, y: 512}, 4},
+		{"bf16 misaligned pointer", problem{dtype: tensor.BF16, rows: 1, cols: 64, x: 258, y: 512}, 1},
+		{"gated halves d=2880", problem{dtype: tensor.BF16, gated: true, rows: 4, cols: 2880, sx: 5760, sy: 2880, x: 256, y: 512}, 8},
+		{"gated halves d=100", problem{dtype: tensor.BF16, gated: true, rows: 4, cols: 100, sx: 200, sy: 104, x: 256, y: 512}, 4},
+		{"gated halves d=7", problem{dtype: tensor.F16, gated: true, rows: 4, cols: 7, sx: 14, sy: 7, x: 256, y: 512}, 1},
+		{"gated interleaved d=20", problem{dtype: tensor.BF16, gated: true, layout: Interleaved, rows: 6, cols: 20, sx: 48, sy: 24, x: 256, y: 512}, 8},
+		{"gated one row d=7", problem{dtype: tensor.F32, gated: true, layout: Interleaved, rows: 1, cols: 7, sx: 14, sy: 7, x: 256, y: 512}, 4},
+	} {
+		if got := pickVec(c.p); got != c.want {
+			t.Errorf("%s: pickVec = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestPickLaunch(t *testing.T) {
+	h200 := cuda.Props{SMs: 132}
+	occ16 := func(int) int { return 16 }
+	wave := 132 * 16
+	for _, c := range []struct {
+		name                 string
+		props                cuda.Props
+		items, unroll, waves int
+		occ                  func(int) int
+		grid                 int
+	}{
+		{"one item", h200, 1, 2, 16, occ16, 1},
+		{"4096x256 gated", h200, 4096 * 32, 1, 0, occ16, 1024},
+		{"no cap", h200, 1 << 30, 1, 0, occ16, 1 << 23},
+		{"exactly the cap", h200, wave * 16 * blockSize * 2, 2, 16, occ16, wave * 16},
+		{"past the cap", h200, wave*16*blockSize*2 + 1, 2, 16, occ16, wave * 16},
+		{"low occupancy", h200, 1 << 30, 1, 4, func(int) int { return 3 }, 132 * 3 * 4},
+		{"occupancy unknown", h200, 1 << 30, 1, 4, func(int) int { return 0 }, 132 * 4},
+		{"few SMs", cuda.Props{SMs: 2}, 1 << 24, 1, 16, occ16, 2 * 16 * 16},
+		{"no SMs reported", cuda.Props{}, 1000, 2, 16, occ16, 4},
+	} {
+		block, grid := pickLaunch(c.props, c.items, c.unroll, c.waves, c.occ)
+		if block != blockSize || grid != c.grid {
+			t.Errorf("%s: pickLaunch = %d, %d; want %d, %d", c.name, block, grid, blockSize, c.grid)
+		}
+	}
+}
+
+// TestGridStride runs the kernels with a grid far smaller than the work, so
+// every thread takes many passes of the grid-stride loop, and compares with
+// the CPU reference.
+func TestGridStride(t *testing.T) {
+	dev := gputest.Device(t)
+	silu := gatedParams{GatedOptions: GatedOptions{Kind: KindSiLU}, alpha: 1}
+	swiglu := gatedParams{GatedOptions: GatedOptions{Kind: KindSiLU, Layout: Interleaved, Limit: SwiGLULimit},
+		alpha: SwiGLUAlpha, upAdd: 1}
+	for _, c := range []struct {
+		name   string
+		dt     tensor.DType
+		x, y   []int
+		ys     []int // y strides; nil: contiguous
+		gated  bool
+		params gatedParams
+	}{
+		{"unary flat", tensor.BF16, []int{50001}, []int{50001}, nil, false, gatedParams{}},
+		{"unary rows", tensor.F16, []int{300, 130}, []int{300, 130}, []int{136, 1}, false, gatedParams{}},
+		{"gated halves", tensor.BF16, []int{200, 512}, []int{200, 256}, nil, true, silu},
+		{"swiglu interleaved tail", tensor.F32, []int{300, 46}, []int{300, 23}, []int{24, 1}, true, swiglu},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rng, seed := tensor.NewRNG()
+			x := tensor.Rand(rng, c.dt, 3, c.x...)
+			y, err := hostTensor(c.dt, c.y, c.ys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := check.Run(dev, check.Spec{
+				Tensors: []*tensor.Tensor{x, y}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
+				Tol: map[int]check.Tolerance{1: tolerance(c.dt)},
+				Run: func(ts []*tensor.Tensor) error {
+					x, y := ts[0], ts[1]
+					if !x.IsDevice() {
+						if c.gated {
+							return gated("test", nil, y, x, c.params)
+						}
+						return unary("test", nil, y, x, KindSiLU)
+					}
+					p := unaryProblem(y, x, KindSiLU)
+					if c.gated {
+						p = gatedProblem(y, x, c.params)
+					}
+					cfg := baseConfig(p)
+					fn, err := kernels.Get(dev, p.spec(cfg))
+					if err != nil {
+						return err
+					}
+					cfg.block, cfg.grid = 64, 3
+					return p.launch(dev.DefaultStream(), fn, cfg)
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Pass {
+				t.Fatalf("seed %d: %v", seed, r)
+			}
+			t.Log(r)
+		})
+	}
+}
+
+// TestDivider checks the kernel's division by multiplication against plain
+// division, at the ends of the range and at random.
+func TestDivider(t *testing.T) {
+	rng, seed := tensor.NewRNG()
+	div := func(n, d uint32) uint32 {
+		if d == 1 {
+			return n
+		}
+		mul, shr := divider(d)
+		return uint32(uint64(n)*uint64(mul)>>32) >> shr
+	}
+	ds := []uint32{1, 2, 3, 5, 7, 32, 100, 360, 1 << 20, 1<<20 + 1, 3584, math.MaxInt32, math.MaxInt32 - 1, 1 << 30}
+	for range 200 {
+		ds = append(ds, 1+rng.Uint32N(math.MaxInt32))
+	}
+	for _, d := range ds {
+		ns := []uint32{0, 1, d - 1, d, d + 1, 2*d - 1, math.MaxInt32, math.MaxInt32 - 1}
+		for range 2000 {
+			ns = append(ns, rng.Uint32N(math.MaxInt32))
+		}
+		for _, n := range ns {
+			if n > math.MaxInt32 {
+				continue
+			}
+			if got := div(n, d); got != n/d {
+				t.Fatalf("seed %d: %d/%d = %d, want %d", seed, n, d, got, n/d)
+			}
+		}
+	}
+}
