@@ -230,3 +230,49 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }
+
+// ReadJSON reads a report WriteJSON wrote. Derived numbers (GB/s, speedups,
+// % of copy) are recomputed from the measured ones when written again.
+func ReadJSON(r io.Reader) (*Report, error) {
+	var in struct {
+		Env     Env         `json:"env"`
+		Entries []jsonEntry `json:"entries"`
+	}
+	if err := json.NewDecoder(r).Decode(&in); err != nil {
+		return nil, fmt.Errorf("bench: reading a JSON report: %w", err)
+	}
+	rep := &Report{Env: in.Env, Entries: make([]Entry, len(in.Entries))}
+	for i, j := range in.Entries {
+		e := Entry{Family: j.Family, Op: j.Op, Case: j.Case, Bytes: j.Bytes, Flops: j.Flops, Err: j.Error,
+			Result: Result{MedianUS: j.MedianUS, MinUS: j.MinUS, GBs: j.GBs, TFLOPs: j.TFLOPs, Sets: j.Sets, Runs: j.Runs}}
+		if j.TorchEagerUS > 0 || j.TorchCompileUS > 0 || j.TorchError != "" {
+			e.Torch = &TorchResult{EagerUS: j.TorchEagerUS, CompileUS: j.TorchCompileUS, Error: j.TorchError}
+		}
+		rep.Entries[i] = e
+	}
+	return rep, nil
+}
+
+// Merge joins reports of runs on the same device (a long benchmark split
+// into several runs) into one. The copy ceiling is the lowest measured, so no
+// case's percentage of it is flattered; the date is the last run's.
+func Merge(reps ...*Report) (*Report, error) {
+	if len(reps) == 0 {
+		return nil, fmt.Errorf("bench: no reports to merge")
+	}
+	out := &Report{Env: reps[0].Env}
+	for _, r := range reps {
+		if r.Env.Device != out.Env.Device || r.Env.Driver != out.Env.Driver {
+			return nil, fmt.Errorf("bench: cannot merge runs on %q (driver %s) and %q (driver %s)",
+				out.Env.Device, out.Env.Driver, r.Env.Device, r.Env.Driver)
+		}
+		if r.Env.CopyGBs > 0 && (out.Env.CopyGBs == 0 || r.Env.CopyGBs < out.Env.CopyGBs) {
+			out.Env.CopyGBs = r.Env.CopyGBs
+		}
+		if r.Env.Date.After(out.Env.Date) {
+			out.Env.Date = r.Env.Date
+		}
+		out.Entries = append(out.Entries, r.Entries...)
+	}
+	return out, nil
+}
