@@ -1,0 +1,155 @@
+package rope
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/tensor"
+)
+
+// benchDT and benchCacheDT are the dtypes of every bench case: bf16
+// activations with a bf16 table, as vLLM runs it (it casts its fp32 cache to
+// the query dtype) and as the original port did.
+const (
+	benchDT      = tensor.BF16
+	benchCacheDT = tensor.BF16
+	benchMaxPos  = 16384 // cache rows of the serving cases; positions are drawn below it
+)
+
+// deviceRandom allocates a device tensor filled with N(0, 1) values: one
+// random host block of up to 1 M elements, copied over the whole tensor
+// (timing needs non-zero data, not independent draws).
+func deviceRandom(dev *cuda.Device, rng *rand.Rand, dt tensor.DType, shape ...int) (*tensor.Tensor, error) {
+	t, err := tensor.Empty(dev, dt, shape...)
+	if err != nil {
+		return nil, err
+	}
+	h := tensor.New(dt, min(t.Numel(), 1<<20))
+	h.FillNormal(rng, 0, 1)
+	b, total := h.Bytes(), t.Numel()*dt.Size()
+	for off := 0; off < total; off += len(b) {
+		if err := dev.CopyHtoD(t.Ptr()+cuda.DevicePtr(off), b[:min(len(b), total-off)]); err != nil {
+			t.Free()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// onDevice copies host tensors to dev, freeing what it made on an error.
+func onDevice(dev *cuda.Device, hs ...*tensor.Tensor) ([]*tensor.Tensor, error) {
+	out := make([]*tensor.Tensor, 0, len(hs))
+	for _, h := range hs {
+		d, err := h.ToDevice(dev)
+		if err != nil {
+			freeAll(out)
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func freeAll(ts []*tensor.Tensor) {
+	for _, t := range ts {
+		t.Free()
+	}
+}
+
+// qkBench is one serving-layout bench case.
+type qkBench struct {
+	model        string
+	t, hq, hk, d int
+	r            int
+	style        Style
+}
+
+var qkBenchCases = []qkBench{
+	{model: "llama3-8b", t: 1, hq: 32, hk: 8, d: 128, r: 128},
+	{model: "llama3-8b", t: 32, hq: 32, hk: 8, d: 128, r: 128},
+	{model: "llama3-8b", t: 4096, hq: 32, hk: 8, d: 128, r: 128},
+	{model: "llama3-8b", t: 16384, hq: 32, hk: 8, d: 128, r: 128},
+	{model: "qwen3-next", t: 4096, hq: 16, hk: 2, d: 256, r: 64},
+	{model: "deepseek-v3 gptj", t: 4096, hq: 128, hk: 1, d: 64, r: 64, style: GPTJ},
+}
+
+func qkBenches() []registry.Bench {
+	var out []registry.Bench
+	for _, c := range qkBenchCases {
+		o := Options{Style: c.style, RotaryDim: c.r, TrustPositions: true}
+		// In place, only the rotary part of each head is read and written;
+		// each token reads one cache row and one int64 position.
+		bytes := int64(c.t) * int64((c.hq+c.hk)*c.r*2*benchDT.Size()+c.r*benchCacheDT.Size()+8)
+		out = append(out, registry.Bench{
+			Name:  fmt.Sprintf("%s T=%d q %dx%d k %dx%d r=%d bf16", c.model, c.t, c.hq, c.d, c.hk, c.d, c.r),
+			Bytes: bytes,
+			New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+				var ts []*tensor.Tensor
+				for _, h := range []int{c.hq, c.hk} {
+					x, err := deviceRandom(dev, rng, benchDT, c.t, h, c.d)
+					if err != nil {
+						freeAll(ts)
+						return registry.Instance{}, err
+					}
+					ts = append(ts, x)
+				}
+				rest, err := onDevice(dev, randomPositions(rng, tensor.I64, c.t, benchMaxPos),
+					CosSinCache(benchCacheDT, benchMaxPos, c.r, 1e4))
+				if err != nil {
+					freeAll(ts)
+					return registry.Instance{}, err
+				}
+				ts = append(ts, rest...)
+				return registry.Instance{
+					Run:  func(s *cuda.Stream) error { return RotateQK(s, ts[0], ts[1], ts[2], ts[3], o) },
+					Free: func() { freeAll(ts) },
+				}, nil
+			},
+			Torch: &registry.TorchCase{Op: "rope_qk", Args: map[string]any{
+				"t": c.t, "hq": c.hq, "hk": c.hk, "d": c.d, "rot": c.r, "style": c.style.String(),
+				"dtype": benchDT.String(), "cache_dtype": benchCacheDT.String(), "max_pos": benchMaxPos}},
+		})
+	}
+	return out
+}
+
+// bhsdBenchShapes are the original port's B×H×S×D bench shapes (NeoX, r = D).
+var bhsdBenchShapes = [][4]int{{4, 32, 1024, 128}, {8, 32, 2048, 128}, {16, 32, 4096, 128}}
+
+func bhsdBenches() []registry.Bench {
+	var out []registry.Bench
+	for _, sh := range bhsdBenchShapes {
+		b, h, s, d := sh[0], sh[1], sh[2], sh[3]
+		n := int64(b * h * s * d)
+		out = append(out, registry.Bench{
+			Name:  fmt.Sprintf("%dx%dx%dx%d bf16", b, h, s, d),
+			Bytes: 2*n*int64(benchDT.Size()) + int64(2*s*d/2*benchCacheDT.Size()),
+			New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+				x, err := deviceRandom(dev, rng, benchDT, b, h, s, d)
+				if err != nil {
+					return registry.Instance{}, err
+				}
+				y, err1 := tensor.Empty(dev, benchDT, b, h, s, d)
+				cos, sin := cosSinTables(benchCacheDT, s, d, 1e4)
+				tables, err2 := onDevice(dev, cos, sin)
+				if err := errors.Join(err1, err2); err != nil {
+					x.Free()
+					y.Free()
+					freeAll(tables)
+					return registry.Instance{}, err
+				}
+				return registry.Instance{
+					Run:  func(st *cuda.Stream) error { return Rope(st, y, x, tables[0], tables[1], Options{}) },
+					Free: func() { freeAll(append(tables, x, y)) },
+				}, nil
+			},
+			Torch: &registry.TorchCase{Op: "rope_bhsd", Args: map[string]any{
+				"shape": []int{b, h, s, d}, "rot": d, "style": NeoX.String(),
+				"dtype": benchDT.String(), "cache_dtype": benchCacheDT.String()}},
+		})
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package rope
+
+import (
+	"math"
+
+	"github.com/gokittens/kittens/tensor"
+)
+
+// cosSinFunc returns cos and sin of pair i at position p.
+type cosSinFunc func(p int64, i int) (c, s float64)
+
+// rotateRow rotates the first 2·half dims of one head in place.
+func rotateRow(x []float64, half int, style Style, p int64, cs cosSinFunc) {
+	for i := range half {
+		i1, i2 := i, i+half
+		if style == GPTJ {
+			i1, i2 = 2*i, 2*i+1
+		}
+		c, s := cs(p, i)
+		x1, x2 := x[i1], x[i2]
+		x[i1] = x1*c - x2*s
+		x[i2] = x2*c + x1*s
+	}
+}
+
+// refQK is the CPU reference of RotateQK: q and k (k may be nil) rotated in
+// place, token t at position pos[t].
+func refQK(q, k *tensor.Tensor, pos []int64, half int, style Style, cs cosSinFunc) {
+	for _, x := range []*tensor.Tensor{q, k} {
+		if x == nil {
+			continue
+		}
+		v := x.Float64s()
+		H, D := x.Dim(1), x.Dim(2)
+		for t, p := range pos {
+			for h := range H {
+				rotateRow(v[(t*H+h)*D:][:D], half, style, p, cs)
+			}
+		}
+		x.SetFloat64s(v)
+	}
+}
+
+// refBHSD is the CPU reference of Rope: y = RoPE(x), row (b, h, s) at
+// position s. y may be x.
+func refBHSD(y, x *tensor.Tensor, half int, style Style, cs cosSinFunc) {
+	v := x.Float64s()
+	S, D := x.Dim(2), x.Dim(3)
+	for row := range x.Dim(0) * x.Dim(1) * S {
+		rotateRow(v[row*D:][:D], half, style, int64(row%S), cs)
+	}
+	y.SetFloat64s(v)
+}
+
+// tableCosSin reads a [maxPos, r] cache: cos in the first r/2 columns, sin
+// in the last r/2.
+func tableCosSin(cache *tensor.Tensor) cosSinFunc {
+	v, r := cache.Float64s(), cache.Dim(1)
+	return func(p int64, i int) (float64, float64) {
+		row := v[int(p)*r:]
+		return row[i], row[r/2+i]
+	}
+}
+
+// splitCosSin reads separate cos and sin tables [rows, r/2].
+func splitCosSin(cos, sin *tensor.Tensor) cosSinFunc {
+	c, s, half := cos.Float64s(), sin.Float64s(), cos.Dim(1)
+	return func(p int64, i int) (float64, float64) {
+		return c[int(p)*half+i], s[int(p)*half+i]
+	}
+}
+
+// angleCosSin computes cos and sin of p·θ^(−2i/r) in float64, independently
+// of any table: the parity reference.
+func angleCosSin(theta float64, r int) cosSinFunc {
+	omega := make([]float64, r/2)
+	for i := range omega {
+		omega[i] = math.Pow(theta, -2*float64(i)/float64(r))
+	}
+	return func(p int64, i int) (float64, float64) {
+		s, c := math.Sincos(float64(p) * omega[i])
+		return c, s
+	}
+}
+
+// angleTable returns cos and sin of p·θ^(−2i/r) for p < rows and i < r/2,
+// each flat [rows, r/2], in float64.
+func angleTable(rows, r int, theta float64) (c, s []float64) {
+	half := r / 2
+	c, s = make([]float64, rows*half), make([]float64, rows*half)
+	cs := angleCosSin(theta, r)
+	for p := range rows {
+		for i := range half {
+			c[p*half+i], s[p*half+i] = cs(int64(p), i)
+		}
+	}
+	return c, s
+}
+
+// CosSinCache returns the unscaled cache RotateQK reads, a host tensor
+// [maxPos, r] of dtype dt: row p holds cos(p·θ^(−2i/r)) for i ∈ [0, r/2),
+// then the matching sines. Angles are computed in float64 and rounded once
+// to dt. Frequency-scaled variants (llama3, YaRN) are built the same way
+// with their own ω_i.
+func CosSinCache(dt tensor.DType, maxPos, r int, theta float64) *tensor.Tensor {
+	c, s := angleTable(maxPos, r, theta)
+	v := make([]float64, 0, maxPos*r)
+	for p := range maxPos {
+		v = append(v, c[p*r/2:][:r/2]...)
+		v = append(v, s[p*r/2:][:r/2]...)
+	}
+	t := tensor.New(dt, maxPos, r)
+	t.SetFloat64s(v)
+	return t
+}
+
+// cosSinTables returns the unscaled cos and sin tables [rows, r/2] that Rope
+// reads, rounded to dt.
+func cosSinTables(dt tensor.DType, rows, r int, theta float64) (cos, sin *tensor.Tensor) {
+	c, s := angleTable(rows, r, theta)
+	cos, sin = tensor.New(dt, rows, r/2), tensor.New(dt, rows, r/2)
+	cos.SetFloat64s(c)
+	sin.SetFloat64s(s)
+	return cos, sin
+}

@@ -1,0 +1,487 @@
+package rope
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/check"
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/tensor"
+)
+
+func TestParity(t *testing.T) { gputest.RunChecks(t, "rope") }
+
+func BenchmarkRope(b *testing.B) { gputest.RunBenches(b, "rope") }
+
+// qkArgs are RotateQK arguments on the host, valid unless a test edits them.
+type qkArgs struct {
+	q, k, pos, cache *tensor.Tensor
+	o                Options
+}
+
+func newQK(dt tensor.DType, t, hq, hk, d, r, maxPos int) *qkArgs {
+	rng := tensor.SeededRNG(1)
+	return &qkArgs{
+		q: uniform(rng, dt, t, hq, d), k: uniform(rng, dt, t, hk, d),
+		pos: randomPositions(rng, tensor.I64, t, maxPos), cache: CosSinCache(tensor.F32, maxPos, r, 1e4),
+		o: Options{RotaryDim: r},
+	}
+}
+
+func (a *qkArgs) run() error { return RotateQK(nil, a.q, a.k, a.pos, a.cache, a.o) }
+
+// bhsdArgs are Rope arguments on the host.
+type bhsdArgs struct {
+	y, x, cos, sin *tensor.Tensor
+	o              Options
+}
+
+func newBHSD(dt tensor.DType, b, h, s, d, r int) *bhsdArgs {
+	rng := tensor.SeededRNG(2)
+	cos, sin := cosSinTables(tensor.F32, s, r, 1e4)
+	return &bhsdArgs{y: tensor.New(dt, b, h, s, d), x: uniform(rng, dt, b, h, s, d), cos: cos, sin: sin, o: Options{RotaryDim: r}}
+}
+
+func (a *bhsdArgs) run() error { return Rope(nil, a.y, a.x, a.cos, a.sin, a.o) }
+
+func TestValidation(t *testing.T) {
+	qk := func(edit func(a *qkArgs)) func() (func() error, []*tensor.Tensor) {
+		return func() (func() error, []*tensor.Tensor) {
+			a := newQK(tensor.BF16, 5, 4, 2, 16, 8, 32)
+			edit(a)
+			return a.run, []*tensor.Tensor{a.q, a.k}
+		}
+	}
+	bhsd := func(edit func(a *bhsdArgs)) func() (func() error, []*tensor.Tensor) {
+		return func() (func() error, []*tensor.Tensor) {
+			a := newBHSD(tensor.F16, 2, 3, 5, 16, 16)
+			edit(a)
+			return a.run, []*tensor.Tensor{a.y, a.x}
+		}
+	}
+	cases := []struct {
+		name  string
+		setup func() (func() error, []*tensor.Tensor)
+		want  string
+	}{
+		{"qk nil q", qk(func(a *qkArgs) { a.q = nil }), "argument q: is nil"},
+		{"qk q rank", qk(func(a *qkArgs) { a.q = tensor.New(tensor.BF16, 5, 64) }), "argument q: has rank 2"},
+		{"qk q dtype", qk(func(a *qkArgs) { a.q = tensor.New(tensor.I32, 5, 4, 16) }), "argument q: has dtype i32"},
+		{"qk k tokens", qk(func(a *qkArgs) { a.k = tensor.New(tensor.BF16, 6, 2, 16) }), "argument k: has shape [6 2 16]"},
+		{"qk k head dim", qk(func(a *qkArgs) { a.k = tensor.New(tensor.BF16, 5, 2, 8) }), "argument k: has shape [5 2 8]"},
+		{"qk k dtype", qk(func(a *qkArgs) { a.k = tensor.New(tensor.F16, 5, 2, 16) }), "argument k: has dtype f16"},
+		{"qk odd head dim", qk(func(a *qkArgs) { a.q, a.k, a.o.RotaryDim = tensor.New(tensor.BF16, 5, 4, 7), nil, 0 }), "head dim 7 must be even"},
+		{"qk odd rotary dim", qk(func(a *qkArgs) { a.o.RotaryDim = 5 }), "rotary dim 5 must be positive and even"},
+		{"qk negative rotary dim", qk(func(a *qkArgs) { a.o.RotaryDim = -2 }), "rotary dim -2 must be positive"},
+		{"qk rotary dim over head dim", qk(func(a *qkArgs) { a.o.RotaryDim = 18 }), "rotary dim 18 exceeds the head dim 16"},
+		{"qk style", qk(func(a *qkArgs) { a.o.Style = 7 }), "unknown style"},
+		{"qk positions dtype", qk(func(a *qkArgs) { a.pos = tensor.New(tensor.F32, 5) }), "argument positions: has dtype f32"},
+		{"qk positions length", qk(func(a *qkArgs) { a.pos = tensor.New(tensor.I64, 4) }), "argument positions: has shape [4]"},
+		{"qk cache width", qk(func(a *qkArgs) { a.cache = CosSinCache(tensor.F32, 32, 16, 1e4) }), "argument cosSin: has shape [32 16], want [-1 8]"},
+		{"qk cache dtype", qk(func(a *qkArgs) { a.cache = CosSinCache(tensor.F16, 32, 8, 1e4) }), "argument cosSin: has dtype f16"},
+		{"qk empty cache", qk(func(a *qkArgs) { a.cache = CosSinCache(tensor.F32, 0, 8, 1e4) }), "argument cosSin: has no rows"},
+		{"qk position past cache", qk(func(a *qkArgs) { a.pos.SetInt64s([]int64{0, 3, 32, 1, 2}) }), "positions[2] = 32 is outside the cos/sin cache [0, 32)"},
+		{"qk negative position", qk(func(a *qkArgs) { a.pos.SetInt64s([]int64{0, 3, 4, 1, -1}) }), "positions[4] = -1 is outside"},
+		{"qk int32 position past cache", qk(func(a *qkArgs) {
+			a.pos = tensor.New(tensor.I32, 5)
+			a.pos.SetInt64s([]int64{40, 0, 0, 0, 0})
+		}), "positions[0] = 40 is outside"},
+		{"qk k is q", qk(func(a *qkArgs) { a.k = a.q }), "argument k: overlaps q"},
+		{"bhsd nil x", bhsd(func(a *bhsdArgs) { a.x = nil }), "argument x: is nil"},
+		{"bhsd x rank", bhsd(func(a *bhsdArgs) { a.x = tensor.New(tensor.F16, 2, 15, 16) }), "argument x: has rank 3"},
+		{"bhsd y shape", bhsd(func(a *bhsdArgs) { a.y = tensor.New(tensor.F16, 2, 3, 6, 16) }), "argument y: has shape [2 3 6 16]"},
+		{"bhsd y dtype", bhsd(func(a *bhsdArgs) { a.y = tensor.New(tensor.BF16, 2, 3, 5, 16) }), "argument y: has dtype bf16"},
+		{"bhsd odd head dim", bhsd(func(a *bhsdArgs) {
+			a.x, a.y, a.o.RotaryDim = tensor.New(tensor.F16, 2, 3, 5, 9), tensor.New(tensor.F16, 2, 3, 5, 9), 0
+		}), "head dim 9 must be even"},
+		{"bhsd odd rotary dim", bhsd(func(a *bhsdArgs) { a.o.RotaryDim = 3 }), "rotary dim 3 must be positive and even"},
+		{"bhsd rotary dim over head dim", bhsd(func(a *bhsdArgs) { a.o.RotaryDim = 20 }), "rotary dim 20 exceeds"},
+		{"bhsd cos rows", bhsd(func(a *bhsdArgs) { a.cos, a.sin = cosSinTables(tensor.F32, 4, 16, 1e4) }), "argument cos: has 4 rows for sequence length 5"},
+		{"bhsd cos width", bhsd(func(a *bhsdArgs) { a.cos, a.sin = cosSinTables(tensor.F32, 5, 8, 1e4) }), "argument cos: has shape [5 4], want [-1 8]"},
+		{"bhsd cos dtype", bhsd(func(a *bhsdArgs) { a.cos, a.sin = cosSinTables(tensor.BF16, 5, 16, 1e4) }), "argument cos: has dtype bf16"},
+		{"bhsd sin dtype", bhsd(func(a *bhsdArgs) { _, a.sin = cosSinTables(tensor.F16, 5, 16, 1e4) }), "argument sin: has dtype f16"},
+		{"bhsd y partly overlaps x", bhsd(func(a *bhsdArgs) {
+			buf := tensor.New(tensor.F16, 2*3*5*16+40)
+			a.y, _ = buf.View(tensor.F16, []int{2, 3, 5, 16}, []int{240, 80, 16, 1})
+			a.x, _ = buf.View(tensor.F16, []int{2, 3, 5, 16}, []int{241, 80, 16, 1})
+		}), "argument y: partly overlaps x"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run, outs := c.setup()
+			before := snapshot(outs)
+			err := run()
+			var ae *tensor.ArgError
+			if err == nil || !errors.As(err, &ae) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got error %v, want an ArgError containing %q", err, c.want)
+			}
+			if !slices.EqualFunc(before, snapshot(outs), bytes.Equal) {
+				t.Fatal("an output was written although the call failed")
+			}
+		})
+	}
+}
+
+// snapshot copies the storage of host tensors (nil stays nil).
+func snapshot(ts []*tensor.Tensor) [][]byte {
+	out := make([][]byte, len(ts))
+	for i, t := range ts {
+		if t != nil {
+			out[i] = bytes.Clone(t.Bytes())
+		}
+	}
+	return out
+}
+
+func TestZeroTokens(t *testing.T) {
+	a := newQK(tensor.BF16, 0, 4, 2, 16, 16, 8)
+	if err := a.run(); err != nil {
+		t.Fatalf("RotateQK with T = 0: %v", err)
+	}
+	b := newBHSD(tensor.BF16, 2, 3, 0, 16, 16)
+	if err := b.run(); err != nil {
+		t.Fatalf("Rope with S = 0: %v", err)
+	}
+}
+
+// TestPositionZeroIsIdentity checks that position 0 leaves q and k exactly
+// as they were (cos 0 = 1, sin 0 = 0), on the host and, with a GPU, on the
+// device, for both styles and a partial rotary dim.
+func TestPositionZeroIsIdentity(t *testing.T) {
+	dev := gputest.Maybe(t)
+	for _, style := range []Style{NeoX, GPTJ} {
+		for _, dt := range []tensor.DType{tensor.BF16, tensor.F16, tensor.F32} {
+			a := newQK(dt, 7, 4, 2, 64, 32, 16)
+			a.o.Style = style
+			a.pos.SetInt64s(make([]int64, 7))
+			want := snapshot([]*tensor.Tensor{a.q, a.k})
+			if err := a.run(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.EqualFunc(want, snapshot([]*tensor.Tensor{a.q, a.k}), bytes.Equal) {
+				t.Errorf("%v %v host: position 0 changed q or k", style, dt)
+			}
+			if dev == nil {
+				continue
+			}
+			a = newQK(dt, 7, 4, 2, 64, 32, 16)
+			a.o.Style = style
+			a.pos.SetInt64s(make([]int64, 7))
+			got := runQKOnDevice(t, dev, a)
+			if !slices.EqualFunc(want, snapshot(got), bytes.Equal) {
+				t.Errorf("%v %v device: position 0 changed q or k", style, dt)
+			}
+		}
+	}
+}
+
+// runQKOnDevice runs a on dev and returns q and k copied back.
+func runQKOnDevice(t *testing.T, dev *cuda.Device, a *qkArgs) []*tensor.Tensor {
+	t.Helper()
+	ds, err := onDevice(dev, a.q, a.k, a.pos, a.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer freeAll(ds)
+	if err := RotateQK(nil, ds[0], ds[1], ds[2], ds[3], a.o); err != nil {
+		t.Fatal(err)
+	}
+	var out []*tensor.Tensor
+	for _, d := range ds[:2] {
+		h, err := d.ToHost()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// TestQuarterTurn rotates by hand-checked 90° angles: a table whose row 1
+// holds cos = 0, sin = 1 for every pair.
+func TestQuarterTurn(t *testing.T) {
+	cases := []struct {
+		style Style
+		r     int
+		want  []float64
+	}{
+		// NeoX pairs (0,2), (1,3): y_i = −x_{i+2}, y_{i+2} = x_i.
+		{NeoX, 4, []float64{-3, -4, 1, 2, 5, 6}},
+		// GPT-J pairs (0,1), (2,3): y_2i = −x_{2i+1}, y_{2i+1} = x_2i.
+		{GPTJ, 4, []float64{-2, 1, -4, 3, 5, 6}},
+		// Rotary dim 2: only dims 0 and 1 turn, either style.
+		{NeoX, 2, []float64{-2, 1, 3, 4, 5, 6}},
+	}
+	for _, c := range cases {
+		x := tensor.New(tensor.F32, 1, 1, 6)
+		x.SetFloat64s([]float64{1, 2, 3, 4, 5, 6})
+		cache := tensor.New(tensor.F32, 2, c.r)
+		row := make([]float64, 2*c.r)
+		row[0] = 1 // row 0: cos 1, sin 0 for pair 0 (unused)
+		for i := range c.r / 2 {
+			row[c.r+c.r/2+i] = 1 // row 1: cos 0, sin 1
+		}
+		cache.SetFloat64s(row)
+		pos := tensor.New(tensor.I64, 1)
+		pos.SetInt64s([]int64{1})
+		if err := RotateQK(nil, x, nil, pos, cache, Options{Style: c.style, RotaryDim: c.r}); err != nil {
+			t.Fatal(err)
+		}
+		if got := x.Float64s(); !slices.Equal(got, c.want) {
+			t.Errorf("%v r=%d: got %v, want %v", c.style, c.r, got, c.want)
+		}
+	}
+}
+
+// TestHostPathMatchesAngles checks the host path of both ops, which reads
+// the tables it is given, against the angle reference the parity cases use.
+func TestHostPathMatchesAngles(t *testing.T) {
+	tol := tolerance(tensor.F32, tensor.F32)
+	for _, style := range []Style{NeoX, GPTJ} {
+		a := newQK(tensor.F32, 9, 3, 2, 32, 16, 2048)
+		a.o.Style = style
+		wq, wk := clone(a.q), clone(a.k)
+		if err := a.run(); err != nil {
+			t.Fatal(err)
+		}
+		refQK(wq, wk, a.pos.Int64s(), 8, style, angleCosSin(1e4, 16))
+		r := check.Merge(check.Compare("q", a.q.Float64s(), wq.Float64s(), tol), check.Compare("k", a.k.Float64s(), wk.Float64s(), tol))
+		if !r.Pass {
+			t.Errorf("RotateQK %v: %v", style, r)
+		}
+
+		b := newBHSD(tensor.F32, 2, 3, 5, 16, 8)
+		b.o.Style = style
+		want := clone(b.y)
+		if err := b.run(); err != nil {
+			t.Fatal(err)
+		}
+		refBHSD(want, b.x, 4, style, angleCosSin(1e4, 8))
+		if r := check.Compare("y", b.y.Float64s(), want.Float64s(), tol); !r.Pass {
+			t.Errorf("Rope %v: %v", style, r)
+		}
+	}
+}
+
+// clone returns a contiguous host copy of a contiguous host tensor.
+func clone(x *tensor.Tensor) *tensor.Tensor {
+	c := tensor.New(x.DType(), x.Shape()...)
+	if err := c.CopyFrom(x); err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// TestWindowsDisjoint checks the per-token overlap test of views into one
+// fused qkv buffer.
+func TestWindowsDisjoint(t *testing.T) {
+	cases := []struct {
+		off, w, eq, ek int64
+		want           bool
+	}{
+		{off: 512, w: 768, eq: 512, ek: 128, want: true},   // k right after q
+		{off: 640, w: 768, eq: 512, ek: 128, want: true},   // k at the end of the row
+		{off: 704, w: 768, eq: 512, ek: 128, want: false},  // k runs into the next token's q
+		{off: 256, w: 768, eq: 512, ek: 128, want: false},  // k inside q
+		{off: -256, w: 768, eq: 512, ek: 128, want: true},  // k before q: at 512 of the previous token
+		{off: -300, w: 768, eq: 512, ek: 128, want: false}, // meets q
+	}
+	for _, c := range cases {
+		if got := windowsDisjoint(c.off, c.w, c.eq, c.ek); got != c.want {
+			t.Errorf("windowsDisjoint(%d, %d, %d, %d) = %v, want %v", c.off, c.w, c.eq, c.ek, got, c.want)
+		}
+	}
+}
+
+func TestPickPairs(t *testing.T) {
+	cases := []struct {
+		name            string
+		style           Style
+		dt, cdt         tensor.DType
+		half            int
+		data            []region
+		tables          []region
+		wantV, wantAlig int
+	}{
+		{"neox bf16 r=128", NeoX, tensor.BF16, tensor.F32, 64, []region{{256, []int{5120, 128}}}, []region{{512, []int{128}}, {768, []int{128}}}, 8, 16},
+		{"gptj bf16 r=64", GPTJ, tensor.BF16, tensor.BF16, 32, []region{{256, []int{8192, 64}}}, []region{{512, []int{64}}, {576, []int{64}}}, 4, 16},
+		{"neox f32", NeoX, tensor.F32, tensor.F32, 64, []region{{256, []int{4096, 128}}}, nil, 4, 16},
+		{"gptj f32", GPTJ, tensor.F32, tensor.F32, 64, []region{{256, []int{4096, 128}}}, nil, 2, 16},
+		{"half 12 neox bf16", NeoX, tensor.BF16, tensor.BF16, 12, []region{{256, []int{960, 40}}}, nil, 4, 8},
+		{"odd token stride", NeoX, tensor.BF16, tensor.BF16, 64, []region{{256, []int{5121, 128}}}, nil, 1, 2},
+		{"head stride of 2 elements", NeoX, tensor.BF16, tensor.BF16, 64, []region{{256, []int{5120, 130}}}, nil, 2, 4},
+		{"unaligned table row", NeoX, tensor.BF16, tensor.F32, 64, []region{{256, []int{5120, 128}}}, []region{{512, []int{130}}}, 2, 4},
+		{"unaligned sin start", NeoX, tensor.BF16, tensor.BF16, 4, []region{{256, []int{512, 64}}}, []region{{512, []int{8}}, {520, []int{8}}}, 4, 8},
+		{"half 3", NeoX, tensor.F16, tensor.F16, 3, []region{{256, []int{24, 6}}}, nil, 1, 2},
+		{"gptj odd strides", GPTJ, tensor.BF16, tensor.BF16, 16, []region{{256, []int{114, 37}}}, nil, 1, 2},
+		{"gptj even strides, V=1", GPTJ, tensor.F16, tensor.F16, 3, []region{{256, []int{18, 6}}}, nil, 1, 4},
+	}
+	for _, c := range cases {
+		v, align := pickPairs(c.style, c.dt, c.cdt, c.half, c.data, c.tables)
+		if v != c.wantV || align != c.wantAlig {
+			t.Errorf("%s: V = %d, alignment %d; want %d, %d", c.name, v, align, c.wantV, c.wantAlig)
+		}
+	}
+}
+
+func TestPickPass(t *testing.T) {
+	cases := []struct {
+		name string
+		dt   tensor.DType
+		r, d int
+		data []region
+		want int
+	}{
+		{"qwen3next bf16", tensor.BF16, 64, 256, []region{{256, []int{4096, 256}}}, 8},
+		{"f32", tensor.F32, 64, 128, []region{{256, []int{4096, 128}}}, 4},
+		{"d-r = 4", tensor.BF16, 32, 36, []region{{256, []int{360, 36}}}, 4},
+		{"odd strides", tensor.BF16, 40, 72, []region{{256, []int{3, 75}}}, 1},
+	}
+	for _, c := range cases {
+		if got := pickPass(c.dt, c.r, c.d, c.data); got != c.want {
+			t.Errorf("%s: pass width %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestPickLaunch(t *testing.T) {
+	cases := []struct {
+		name               string
+		tokens, heads, nc  int
+		spread             bool
+		hb, bx, by, bz, nb int // nb: blocks per token
+	}{
+		{"llama decode T=1", 1, 40, 8, true, 14, 8, 14, 1, 3},
+		{"llama T=16384", 16384, 40, 8, true, 14, 8, 14, 1, 3},
+		{"deepseek T=4096", 4096, 129, 8, true, 15, 8, 15, 1, 9},
+		{"qwen3-next", 4096, 18, 4, true, 18, 4, 18, 1, 1},
+		{"small heads", 64, 4, 2, true, 4, 2, 4, 16, 1},
+		{"few tokens", 3, 4, 2, true, 4, 2, 4, 3, 1},
+		{"huge head", 64, 2, 1024, true, 1, 128, 1, 1, 2},
+		{"bhsd 16x4096 H=32", 16 * 4096, 32, 8, false, 1, 8, 1, 16, 32},
+		{"bhsd short", 5, 3, 8, false, 1, 8, 1, 5, 3},
+		{"bhsd head dim 6", 4096, 8, 3, false, 1, 3, 1, 42, 8},
+	}
+	for _, c := range cases {
+		got := pickLaunch(c.tokens, c.heads, c.nc, c.spread)
+		b := got.block
+		nb := (c.heads + got.hb - 1) / got.hb
+		if got.hpt != 1 || got.hb != c.hb || int(b.X) != c.bx || int(b.Y) != c.by || int(b.Z) != c.bz || nb != c.nb {
+			t.Errorf("%s: hpt %d, %d heads per block (%d blocks per token), block %v; want 1, %d (%d), %dx%dx%d",
+				c.name, got.hpt, got.hb, nb, b, c.hb, c.nb, c.bx, c.by, c.bz)
+		}
+		if n := b.X * b.Y * b.Z; n > 1024 {
+			t.Errorf("%s: %d threads per block", c.name, n)
+		}
+	}
+}
+
+// BenchmarkTune times every bench case at the launch shapes the picker
+// chooses between (GPU only), to check its choices.
+func BenchmarkTune(b *testing.B) {
+	dev := gputest.Device(b)
+	defer func() { tuning.hpt, tuning.threads = 0, 0 }()
+	type knobs struct{ hpt, threads int }
+	grid := map[string][]knobs{
+		"rope_bhsd": {{1, 64}, {1, 128}, {1, 256}, {2, 128}},
+		"rope_qk":   {{1, 64}, {1, 128}, {1, 256}, {1, 512}, {2, 128}, {2, 256}},
+	}
+	for _, op := range registry.Family("rope") {
+		for _, c := range op.Benches {
+			for _, k := range grid[op.Name] {
+				tuning.hpt, tuning.threads = k.hpt, k.threads
+				b.Run(fmt.Sprintf("%s/%s/hpt=%d/threads=%d", op.Name, c.Name, k.hpt, k.threads), func(b *testing.B) {
+					r, err := bench.Measure(dev, c, bench.Options{Runs: 100})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(0, "ns/op")
+					b.ReportMetric(r.MedianUS, "µs")
+					b.ReportMetric(r.GBs, "GB/s")
+				})
+			}
+		}
+	}
+}
+
+// TestDeviceValidation covers the errors only device tensors can raise:
+// mixed locations, and device positions outside the cache (found by the
+// copy back). Nothing may be written.
+func TestDeviceValidation(t *testing.T) {
+	dev := gputest.Device(t)
+	cases := []struct {
+		name string
+		edit func(a *qkArgs, ds []*tensor.Tensor) []*tensor.Tensor // returns q, k, pos, cache for the call
+		want string
+	}{
+		{"k on the host", func(a *qkArgs, ds []*tensor.Tensor) []*tensor.Tensor {
+			return []*tensor.Tensor{ds[0], a.k, ds[2], ds[3]}
+		}, "argument k: is on the host but q is on device"},
+		{"cache on the host", func(a *qkArgs, ds []*tensor.Tensor) []*tensor.Tensor {
+			return []*tensor.Tensor{ds[0], ds[1], ds[2], a.cache}
+		}, "argument cosSin: is on the host"},
+		{"position past the cache", func(a *qkArgs, ds []*tensor.Tensor) []*tensor.Tensor {
+			a.pos.SetInt64s([]int64{1, 2, 3, 40, 0})
+			if err := ds[2].CopyFrom(a.pos); err != nil {
+				t.Fatal(err)
+			}
+			return ds
+		}, "positions[3] = 40 is outside the cos/sin cache [0, 32)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := newQK(tensor.BF16, 5, 4, 2, 16, 8, 32)
+			ds, err := onDevice(dev, a.q, a.k, a.pos, a.cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer freeAll(ds)
+			args := c.edit(a, ds)
+			err = RotateQK(nil, args[0], args[1], args[2], args[3], a.o)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got error %v, want one containing %q", err, c.want)
+			}
+			for i, want := range []*tensor.Tensor{a.q, a.k} {
+				got, err := ds[i].ToHost()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got.Bytes(), want.Bytes()) {
+					t.Fatalf("tensor %d was written although the call failed", i)
+				}
+			}
+		})
+	}
+}
+
+// TestUntrustedPositionIsSkipped checks the kernel's guard: with
+// TrustPositions and a position outside the cache, that token's rows stay
+// as they were and every other token is rotated as usual.
+func TestUntrustedPositionIsSkipped(t *testing.T) {
+	dev := gputest.Device(t)
+	a := newQK(tensor.F32, 6, 4, 2, 32, 32, 64)
+	a.pos.SetInt64s([]int64{5, 9, 1 << 40, 63, -7, 0})
+	a.o.TrustPositions = true
+	got := runQKOnDevice(t, dev, a)
+
+	want := []*tensor.Tensor{clone(a.q), clone(a.k)}
+	good := []int64{5, 9, 0, 63, 0, 0}
+	refQK(want[0], want[1], good, 16, NeoX, tableCosSin(a.cache))
+	for i, x := range []*tensor.Tensor{a.q, a.k} {
+		w, g, orig := want[i].Float64s(), got[i].Float64s(), x.Float64s()
+		per := x.Dim(1) * x.Dim(2)
+		for _, bad := range []int{2, 4} { // tokens with bad positions keep their input
+			copy(w[bad*per:(bad+1)*per], orig[bad*per:(bad+1)*per])
+		}
+		if r := check.Compare(fmt.Sprint("tensor ", i), g, w, tolerance(tensor.F32, tensor.F32)); !r.Pass {
+			t.Errorf("%v", r)
+		}
+	}
+}
