@@ -1,0 +1,299 @@
+// conv1d.cu: causal depthwise conv1d over token-major activations. One
+// kernel serves every entry point of the package: varlen prefill, dense
+// batches, decode (one or several new tokens), and the split-QKV forms.
+//
+// Threads. A thread owns VEC adjacent channels (VEC·sizeof(T) ≤ 16 bytes,
+// as wide as the layout's alignment and the launch picker allow) and a run
+// of consecutive tokens of one sequence. It keeps the previous W-1 inputs of
+// its channels in fp32 registers and slides that window along its tokens, so
+// x is read once and y written once; the only extra traffic is a W-1 token
+// halo at the start of a chunk, which the neighbouring chunk has just pulled
+// into L2. Loads of UNROLL tokens are issued before any arithmetic so that
+// each thread keeps several requests in flight; a one-token loop finishes
+// the chunk (decode runs only that). SiLU uses the approximate ex2 and rcp
+// units (relative error about 1e-7, far below even fp32's tolerance), and
+// 16-bit outputs are converted two at a time. HINTS (chosen for decode) reads
+// x through the non-coherent path and stores y as streaming.
+//
+// Grid. blockIdx.y tiles the channels; blockIdx.x enumerates (sequence,
+// chunk) slots. With uniform sequences (dense batches, decode) slot g is
+// chunk g % cps of sequence g / cps. With cu_seqlens, sequence b owns the
+// slots [cu[b]/C + b, cu[b+1]/C + b + 1): at least ceil(L_b/C) of them, and
+// the grid is T/C + B slots long; a block finds its sequence by a binary
+// search over cu_seqlens. Surplus slots exit at once. No chunk spans two
+// sequences, and only chunk 0 of a sequence reaches back into the state.
+//
+// State. Chunk 0 of a sequence is its owner: it alone reads the initial
+// window from the conv state and writes the final state (the last state_len
+// entries of [old state | x], oldest first), so the pool is updated in place
+// without races between blocks. Within the owner, the window is read first;
+// columns older than the last W-1 (only when state_len > W-1) are written
+// before the tokens are processed, in ascending order (column j's value
+// comes from column j+L or from x, neither overwritten yet); the last W-1
+// columns are written at the end, straight from the sliding window when the
+// whole sequence is in this chunk (decode: no re-reads), else from x. Each
+// row of x is read before the same thread writes that row of y, and nothing
+// re-reads x afterwards, so an in-place decode (y = x, one chunk per
+// sequence) is correct.
+//
+// Outputs. Channels [0, split1) go to out0, [split1, split2) to out1 and the
+// rest to out2, each with its own row stride: the plain forms pass split1 =
+// split2 = dim, the split-QKV forms the q/k/v boundaries.
+//
+// Guards. A sequence whose bounds are outside [0, n_tokens] or whose slot is
+// beyond the pool is skipped and reported in *err (bit 1: slot, bit 2:
+// cu_seqlens), so that unchecked indices never reach memory they do not own.
+#include "kittens.cuh"
+
+typedef DTYPE T;
+constexpr int W = WIDTH;                      // taps
+constexpr int kBytes = VEC * (int)sizeof(T);  // bytes a thread moves per token
+
+template <int B> struct WordOf;
+template <> struct WordOf<2> { typedef u16 t; };
+template <> struct WordOf<4> { typedef u32 t; };
+template <> struct WordOf<8> { typedef uint2 t; };
+template <> struct WordOf<16> { typedef uint4 t; };
+typedef WordOf<kBytes>::t Word;
+
+// Raw is the VEC channels of one token in storage format, moved as one word.
+union Raw {
+  Word w;
+  T v[VEC];
+};
+
+KI Raw ld(const T* p) {
+  Raw r;
+  r.w = *reinterpret_cast<const Word*>(p);
+  return r;
+}
+KI void st(T* p, const Raw& r) { *reinterpret_cast<Word*>(p) = r.w; }
+
+// With HINTS, x is read through the non-coherent path without allocating in
+// L1, and y is stored as streaming (evict first): both are touched once.
+// HINTS is off for in-place calls, where x is also written.
+KI void ld_nc(uint4& d, const void* p) {
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w) : "l"(p));
+}
+KI void ld_nc(uint2& d, const void* p) { asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(d.x), "=r"(d.y) : "l"(p)); }
+KI void ld_nc(u32& d, const void* p) { asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(d) : "l"(p)); }
+KI void ld_nc(u16& d, const void* p) { asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(d) : "l"(p)); }
+KI void st_cs(void* p, const uint4& v) {
+  asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+KI void st_cs(void* p, const uint2& v) { asm volatile("st.global.cs.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory"); }
+KI void st_cs(void* p, u32 v) { asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory"); }
+KI void st_cs(void* p, u16 v) { asm volatile("st.global.cs.u16 [%0], %1;" ::"l"(p), "h"(v) : "memory"); }
+
+KI Raw ld_x(const T* p) {
+#if HINTS
+  Raw r;
+  ld_nc(r.w, p);
+  return r;
+#else
+  return ld(p);
+#endif
+}
+KI void st_y(T* p, const Raw& r) {
+#if HINTS
+  st_cs(p, r.w);
+#else
+  st(p, r);
+#endif
+}
+
+KI void to_floats(float (&f)[VEC], const Raw& r) {
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) f[i] = to_float(r.v[i]);
+}
+
+// put2 converts two fp32 values into two adjacent outputs; 16-bit types
+// take one packed conversion (the first value goes to the low half).
+KI void put2(bf16* d, float a, float b) {
+  u32 p;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(b), "f"(a));
+  d[0].bits = (u16)(p & 0xffff);
+  d[1].bits = (u16)(p >> 16);
+}
+KI void put2(f16* d, float a, float b) {
+  u32 p;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(b), "f"(a));
+  d[0].bits = (u16)(p & 0xffff);
+  d[1].bits = (u16)(p >> 16);
+}
+KI void put2(float* d, float a, float b) { d[0] = a; d[1] = b; }
+
+KI Raw from_floats(const float (&f)[VEC]) {
+  Raw r;
+#pragma unroll
+  for (int i = 0; i < VEC; i += 2) {
+    if (i + 1 < VEC) put2(&r.v[i], f[i], f[i + 1]);
+    else r.v[i] = from_float<T>(f[i]);
+  }
+  return r;
+}
+
+KI void zero(float (&f)[VEC]) {
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) f[i] = 0.f;
+}
+
+// silu(v) = v / (1 + 2^(-v·log2 e)); -inf -> -0, +inf -> +inf.
+KI float silu(float v) {
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.4426950408889634f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.f + e));
+  return v * r;
+}
+
+// Conv holds one thread's taps, bias and sliding window, in fp32.
+struct Conv {
+  float w[W][VEC], b[VEC];
+  float win[W - 1][VEC];  // win[m] = x~[t - (W-1) + m] for the next token t
+
+  // step consumes token x and returns its output.
+  KI Raw step(const Raw& x) {
+    float xv[VEC], acc[VEC];
+    to_floats(xv, x);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      float a = b[i];
+#pragma unroll
+      for (int m = 0; m < W - 1; ++m) a = fmaf(w[m][i], win[m][i], a);
+      a = fmaf(w[W - 1][i], xv[i], a);
+#if SILU
+      a = silu(a);
+#endif
+      acc[i] = a;
+    }
+#pragma unroll
+    for (int m = 0; m < W - 2; ++m)
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) win[m][i] = win[m + 1][i];
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) win[W - 2][i] = xv[i];
+    return from_floats(acc);
+  }
+};
+
+extern "C" __global__ void __launch_bounds__(256) conv1d_fwd(
+    const T* x, int x_stride, int n_tokens, int dim,
+    const T* __restrict__ w, const T* __restrict__ bias,
+    T* out0, T* out1, T* out2, int os0, int os1, int os2, int split1, int split2,
+    const int* cu, int seq_len, int n_seqs,
+    const int* slots, const u8* has_init,
+    const T* state_in, long long in_slot_stride, int in_col_stride,
+    T* state_out, long long out_slot_stride, int out_col_stride,
+    int n_slots, int state_len, int chunk, int* err) {
+  const int g = blockIdx.x;
+  const bool reporter = blockIdx.y == 0 && threadIdx.x == 0 && err != nullptr;
+
+  // Which sequence and which chunk of it this block handles.
+  int b, k;
+  long long start, end;
+  if (cu != nullptr) {
+    int lo = 0, hi = n_seqs - 1;  // the last b with cu[b]/chunk + b <= g
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (cu[mid] / chunk + mid <= g) lo = mid; else hi = mid - 1;
+    }
+    b = lo;
+    start = cu[b];
+    end = cu[b + 1];
+    k = g - (int)(start / chunk) - b;
+    if (reporter && g == 0 && (cu[0] != 0 || cu[n_seqs] != n_tokens)) atomicOr(err, 2);
+  } else {
+    const int cps = (seq_len + chunk - 1) / chunk;
+    b = g / cps;
+    k = g - b * cps;
+    start = (long long)b * seq_len;
+    end = start + seq_len;
+  }
+  if (start < 0 || end < start || end > n_tokens) {
+    if (reporter && k == 0) atomicOr(err, 2);
+    return;
+  }
+  const long long tbeg = start + (long long)k * chunk;
+  if (k < 0 || tbeg >= end) return;  // surplus slot, or an empty sequence
+  const long long tend = end < tbeg + chunk ? end : tbeg + chunk;
+  const bool stateful = state_in != nullptr || state_out != nullptr;
+  const int slot = slots != nullptr ? slots[b] : b;
+  if (slot < 0) return;  // pad slot: the sequence is skipped entirely
+  if (stateful && slot >= n_slots) {
+    if (reporter && k == 0) atomicOr(err, 1);
+    return;
+  }
+
+  const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
+  if (c0 >= dim) return;
+
+  // Taps (VEC·W contiguous values: W words) and bias, in fp32.
+  Conv cv;
+  {
+    Raw wr[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) wr[j] = ld(w + (long long)c0 * W + j * VEC);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i)
+#pragma unroll
+      for (int j = 0; j < W; ++j) cv.w[j][i] = to_float(wr[(i * W + j) / VEC].v[(i * W + j) % VEC]);
+  }
+  if (bias != nullptr) to_floats(cv.b, ld(bias + c0));
+  else zero(cv.b);
+
+  // This thread's output column.
+  T* out;
+  int os;
+  if (c0 < split1) { out = out0 + c0; os = os0; }
+  else if (c0 < split2) { out = out1 + (c0 - split1); os = os1; }
+  else { out = out2 + (c0 - split2); os = os2; }
+  const T* xc = x + c0;
+
+  const bool owner = k == 0;
+  const bool init = owner && state_in != nullptr && (has_init == nullptr || has_init[b] != 0);
+  const T* si = init ? state_in + slot * in_slot_stride + c0 : nullptr;
+  T* so = owner && state_out != nullptr ? state_out + slot * out_slot_stride + c0 : nullptr;
+  const long long len = end - start;
+  const int older = state_len - (W - 1);  // state columns before the window
+  if (owner) {
+#pragma unroll
+    for (int m = 0; m < W - 1; ++m) {
+      if (init) to_floats(cv.win[m], ld(si + (long long)(older + m) * in_col_stride));
+      else zero(cv.win[m]);
+    }
+    // Final-state columns older than the last W-1: x~[len - state_len + j].
+    if (so != nullptr) {
+      for (int j = 0; j < older; ++j) {
+        const long long h = len + j;  // index into [old state | x]
+        Raw v;
+        if (h >= state_len) v = ld(xc + (start + h - state_len) * x_stride);
+        else if (init) v = ld(si + h * in_col_stride);
+        else { float z[VEC]; zero(z); v = from_floats(z); }
+        st(so + (long long)j * out_col_stride, v);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int m = 0; m < W - 1; ++m) to_floats(cv.win[m], ld_x(xc + (tbeg - (W - 1) + m) * x_stride));
+  }
+
+  long long t = tbeg;
+  for (; t + UNROLL <= tend; t += UNROLL) {
+    Raw buf[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) buf[u] = ld_x(xc + (t + u) * x_stride);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) st_y(out + (t + u) * os, cv.step(buf[u]));
+  }
+  for (; t < tend; ++t) st_y(out + t * os, cv.step(ld_x(xc + t * x_stride)));
+
+  // The last W-1 final-state columns: x~[len-(W-1) .. len-1].
+  if (so != nullptr) {
+    const bool whole = tend == end;  // the window has reached the sequence end
+#pragma unroll
+    for (int m = 0; m < W - 1; ++m) {
+      Raw v = whole ? from_floats(cv.win[m]) : ld(xc + (end - (W - 1) + m) * x_stride);
+      st(so + (long long)(older + m) * out_col_stride, v);
+    }
+  }
+}

@@ -1,0 +1,204 @@
+package conv1d
+
+import (
+	_ "embed"
+
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/jit"
+	"github.com/gokittens/kittens/tensor"
+)
+
+//go:embed conv1d.cu
+var kernelSrc string
+
+// kernelSpec is one specialization of conv1d.cu.
+type kernelSpec struct {
+	dtype  tensor.DType
+	width  int  // taps W
+	vec    int  // channels per thread (VEC·size ≤ 16 bytes)
+	unroll int  // tokens loaded before computing
+	silu   bool // SiLU epilogue
+	hints  bool // read-once/write-once cache hints on x and y (not in place)
+}
+
+var cTypes = map[tensor.DType]string{tensor.BF16: "bf16", tensor.F16: "f16", tensor.F32: "float"}
+
+func (k kernelSpec) kernel() jit.Kernel {
+	flag := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	return jit.Kernel{File: "conv1d/conv1d.cu", Source: kernelSrc, Entry: "conv1d_fwd",
+		Defines: jit.Defines(map[string]any{"DTYPE": cTypes[k.dtype], "WIDTH": k.width, "VEC": k.vec,
+			"UNROLL": k.unroll, "SILU": flag(k.silu), "HINTS": flag(k.hints)})}
+}
+
+var kernels = jit.Funcs[kernelSpec]{Kernel: kernelSpec.kernel}
+
+// shape is what the launch configuration depends on.
+type shape struct {
+	dim      int  // channels
+	tokens   int  // T
+	seqs     int  // B
+	seqLen   int  // uniform sequence length; 0 for varlen (cu_seqlens)
+	elemSize int  // bytes per element
+	maxVec   int  // widest channel group every pointer, stride and split allows
+	inPlace  bool // output is x: a sequence must stay within one chunk
+}
+
+// config is a launch configuration.
+type config struct {
+	vec     int  // channels per thread
+	unroll  int  // tokens loaded before computing
+	hints   bool // cache hints on x and y
+	threads int  // threads per block (a multiple of 32)
+	chunk   int  // tokens per thread
+}
+
+// Launch bounds, tuned on an H200 (see NOTES.md beside this file). The halo re-read is
+// (W−1)/chunk of x; minChunk keeps chunk ≥ W−1, which the kernel relies on
+// (only chunk 0 reads the state). Four channels per thread beat eight: the
+// fp32 taps and window of eight channels cost about twice the registers,
+// and occupancy matters more than 16-byte accesses here.
+const (
+	maxChunk    = 64
+	minChunk    = 8
+	maxBlock    = 128
+	maxVecBytes = 16 // widest access per thread and token
+	vecChannels = 4  // preferred channels per thread
+	unrollSteps = 8  // tokens in flight per thread in prefill
+)
+
+// grid returns the number of (sequence, chunk) slots and channel blocks.
+func (c config) grid(sh shape) (slots, chanBlocks int) {
+	if sh.seqLen > 0 {
+		slots = sh.seqs * ((sh.seqLen + c.chunk - 1) / c.chunk)
+	} else {
+		slots = sh.tokens/c.chunk + sh.seqs
+	}
+	groups := (sh.dim + c.vec - 1) / c.vec
+	return slots, (groups + c.threads - 1) / c.threads
+}
+
+// pickConfig chooses the launch configuration: four channels per thread
+// where the layout allows (else fewer); eight tokens in flight per thread;
+// cache hints for decode; the longest chunk (least halo) that
+// still gives every SM about eight blocks; then narrower blocks when the grid
+// is small (decode) so that the work spreads over more SMs.
+func pickConfig(props cuda.Props, sh shape) config {
+	c := config{vec: min(sh.maxVec, vecChannels), unroll: unrollSteps, threads: maxBlock, chunk: maxChunk}
+	// Cache hints paid off for decode (about 10% at B = 256) but cost a
+	// third in prefill with 8-byte accesses; in place they are not allowed.
+	c.hints = sh.seqLen > 0 && sh.seqLen < unrollSteps && !sh.inPlace
+	groups := (sh.dim + c.vec - 1) / c.vec
+	c.threads = min(maxBlock, (groups+31)/32*32)
+	sms := max(props.SMs, 1)
+	blocks := func() int { s, ch := c.grid(sh); return s * ch }
+	for c.chunk > minChunk && blocks() < 8*sms {
+		c.chunk /= 2
+	}
+	if sh.inPlace {
+		// The halo of a later chunk would read rows an earlier chunk has
+		// already overwritten: keep each sequence in one chunk.
+		c.chunk = max(sh.seqLen, 1)
+	}
+	for c.threads > 32 && blocks() < 2*sms {
+		c.threads /= 2
+	}
+	return c
+}
+
+// maxVec is the widest channel group (a power of two, at most 16 bytes)
+// that every device access of p allows: channel counts, split points and
+// strides divisible by it, base addresses aligned to its size.
+func (p *plan) maxVec() int {
+	es := p.x.DType().Size()
+	for vec := maxVecBytes / es; vec > 1; vec /= 2 {
+		ok := p.dim%vec == 0 && p.split[0]%vec == 0 && p.split[1]%vec == 0
+		aligned := func(t *tensor.Tensor, strides ...int) {
+			if t == nil {
+				return
+			}
+			ok = ok && uint64(t.Ptr())%uint64(vec*es) == 0
+			for _, s := range strides {
+				ok = ok && t.Stride(s)%vec == 0
+			}
+		}
+		aligned(p.x, 0)
+		aligned(p.w)
+		aligned(p.bias)
+		for _, o := range p.outs {
+			aligned(o, 0)
+		}
+		aligned(p.stateIn, 0, 1)
+		aligned(p.stateOut, 0, 1)
+		if ok {
+			return vec
+		}
+	}
+	return 1
+}
+
+func ptrOf(t *tensor.Tensor) cuda.DevicePtr {
+	if t == nil {
+		return 0
+	}
+	return t.Ptr()
+}
+
+func stridesOf(t *tensor.Tensor) (slot int64, col int32) {
+	if t == nil {
+		return 0, 0
+	}
+	return int64(t.Stride(0)), int32(t.Stride(1))
+}
+
+// launch runs the kernel for a validated device plan.
+func (p *plan) launch(s *cuda.Stream) error {
+	dev := p.x.Device()
+	if s == nil {
+		s = dev.DefaultStream()
+	}
+	sh := shape{dim: p.dim, tokens: p.tokens, seqs: p.nSeqs, elemSize: p.x.DType().Size(),
+		maxVec: p.maxVec(), inPlace: p.inPlace}
+	if p.cu == nil {
+		sh.seqLen = p.seqLen
+	}
+	c := pickConfig(dev.Props(), sh)
+	fn, err := kernels.Get(dev, kernelSpec{dtype: p.x.DType(), width: p.width, vec: c.vec, unroll: c.unroll, silu: p.silu, hints: c.hints})
+	if err != nil {
+		return err
+	}
+	slots, chanBlocks := c.grid(sh)
+	outs, os := [3]cuda.DevicePtr{}, [3]int32{}
+	for i := range outs {
+		o := p.outs[i]
+		if o == nil {
+			o = p.outs[0] // unused part: split boundaries never reach it
+		}
+		outs[i], os[i] = o.Ptr(), int32(o.Stride(0))
+	}
+	inSlot, inCol := stridesOf(p.stateIn)
+	outSlot, outCol := stridesOf(p.stateOut)
+	seqLen := int32(p.seqLen)
+	if p.cu != nil {
+		seqLen = 0
+	}
+	a := cuda.NewArgs().
+		Ptr(p.x.Ptr()).I32(int32(p.x.Stride(0))).I32(int32(p.tokens)).I32(int32(p.dim)).
+		Ptr(p.w.Ptr()).Ptr(ptrOf(p.bias)).
+		Ptr(outs[0]).Ptr(outs[1]).Ptr(outs[2]).I32(os[0]).I32(os[1]).I32(os[2]).
+		I32(int32(p.split[0])).I32(int32(p.split[1])).
+		Ptr(ptrOf(p.cu)).I32(seqLen).I32(int32(p.nSeqs)).
+		Ptr(ptrOf(p.slots)).Ptr(ptrOf(p.hasInit)).
+		Ptr(ptrOf(p.stateIn)).I64(inSlot).I32(inCol).
+		Ptr(ptrOf(p.stateOut)).I64(outSlot).I32(outCol).
+		I32(int32(p.nSlots)).I32(int32(p.stateLen)).I32(int32(c.chunk)).Ptr(ptrOf(p.errFlag))
+	return fn.Launch(cuda.LaunchConfig{
+		Grid:   cuda.Dim3{X: uint32(slots), Y: uint32(chanBlocks), Z: 1},
+		Block:  cuda.D1(c.threads),
+		Stream: s,
+	}, a)
+}

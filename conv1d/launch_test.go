@@ -1,0 +1,59 @@
+package conv1d
+
+import (
+	"testing"
+
+	"github.com/gokittens/kittens/cuda"
+)
+
+func TestPickConfig(t *testing.T) {
+	h100 := cuda.Props{SMs: 132}
+	small := cuda.Props{SMs: 8}
+	for _, tc := range []struct {
+		name  string
+		props cuda.Props
+		sh    shape
+		want  config
+	}{
+		{"prefill 4096x8192 bf16", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8}, config{vec: 4, unroll: 8, threads: 128, chunk: 32}},
+		{"prefill 32768x8192 bf16", h100, shape{dim: 8192, tokens: 32768, seqs: 1, elemSize: 2, maxVec: 8}, config{vec: 4, unroll: 8, threads: 128, chunk: 64}},
+		{"prefill on few SMs", small, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8}, config{vec: 4, unroll: 8, threads: 128, chunk: 64}},
+		{"decode B1", h100, shape{dim: 8192, tokens: 1, seqs: 1, seqLen: 1, elemSize: 2, maxVec: 8}, config{vec: 4, unroll: 8, hints: true, threads: 32, chunk: 8}},
+		{"decode B256", h100, shape{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, elemSize: 2, maxVec: 8}, config{vec: 4, unroll: 8, hints: true, threads: 128, chunk: 64}},
+		{"odd dim f32", h100, shape{dim: 37, tokens: 100, seqs: 2, elemSize: 4, maxVec: 1}, config{vec: 1, unroll: 8, threads: 32, chunk: 8}},
+		{"f32 packs", small, shape{dim: 1000, tokens: 5000, seqs: 1, elemSize: 4, maxVec: 4}, config{vec: 4, unroll: 8, threads: 128, chunk: 64}},
+		{"in place keeps sequences whole", h100, shape{dim: 64, tokens: 600, seqs: 3, seqLen: 200, elemSize: 2, maxVec: 8, inPlace: true}, config{vec: 4, unroll: 8, threads: 32, chunk: 200}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := pickConfig(tc.props, tc.sh)
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if _, ch := got.grid(tc.sh); ch > 65535 || got.threads%32 != 0 || (!tc.sh.inPlace && got.chunk < MaxWidth-1) {
+				t.Errorf("config %+v breaks a launch limit", got)
+			}
+		})
+	}
+}
+
+func TestGridCoversSequences(t *testing.T) {
+	// Sequence b owns slots [cu[b]/C + b, cu[b+1]/C + b + 1): enough for its
+	// chunks, disjoint, and the last ends at the grid size.
+	c := config{vec: 8, unroll: 8, threads: 128, chunk: 8}
+	cu := []int{0, 0, 1, 9, 16, 17, 40, 40, 41}
+	slots, _ := c.grid(shape{dim: 8, tokens: cu[len(cu)-1], seqs: len(cu) - 1})
+	prevEnd := 0
+	for b := range len(cu) - 1 {
+		lo, hi := cu[b]/c.chunk+b, cu[b+1]/c.chunk+b+1
+		if lo != prevEnd && b > 0 {
+			t.Fatalf("sequence %d starts at slot %d, previous ended at %d", b, lo, prevEnd)
+		}
+		if need := (cu[b+1] - cu[b] + c.chunk - 1) / c.chunk; hi-lo < need {
+			t.Fatalf("sequence %d has %d slots for %d chunks", b, hi-lo, need)
+		}
+		prevEnd = hi
+	}
+	if prevEnd != slots {
+		t.Fatalf("slots end at %d, grid has %d", prevEnd, slots)
+	}
+}

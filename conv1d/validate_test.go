@@ -1,0 +1,269 @@
+package conv1d
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/tensor"
+)
+
+// named returns the built tensor called name, or nil.
+func (b *built) named(name string) *tensor.Tensor {
+	for i, n := range b.names {
+		if n == name {
+			return b.ts[i]
+		}
+	}
+	return nil
+}
+
+func i32s(v ...int64) *tensor.Tensor {
+	t := tensor.New(tensor.I32, len(v))
+	t.SetInt64s(v)
+	return t
+}
+
+var (
+	fwdBase = testCase{op: opForward, dt: bf16, width: 4, dim: 16, lens: []int{3, 5}, nSlots: 4, initShare: 0.5, silu: true}
+	updBase = testCase{op: opUpdate, dt: bf16, width: 4, dim: 16, batch: 3, nSlots: 4, silu: true}
+	splBase = testCase{op: opForwardSplit, dt: bf16, width: 3, keyDim: 4, valueDim: 8, lens: []int{2, 6}, nSlots: 2}
+)
+
+// TestValidation feeds each op one bad argument at a time and checks that it
+// is reported by name and that nothing was written.
+func TestValidation(t *testing.T) {
+	fwd := func(b *built, mod func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor)) error {
+		v := Varlen{CuSeqlens: b.named("cu_seqlens"), CacheIndices: b.named("cache_indices"),
+			HasInitialState: b.named("has_initial_state"), ConvStates: b.named("conv_states")}
+		y, x, w, bias := mod(b.named("y"), b.named("x"), b.named("w"), b.named("bias"), &v)
+		return Forward(nil, y, x, w, bias, v, Options{SiLU: true})
+	}
+	upd := func(b *built, out, x, w, states, idx *tensor.Tensor) error {
+		pick := func(t *tensor.Tensor, name string) *tensor.Tensor {
+			if t != nil {
+				return t
+			}
+			return b.named(name)
+		}
+		return Update(nil, pick(out, "y"), pick(x, "x"), pick(w, "w"), b.named("bias"), pick(states, "conv_states"), pick(idx, "cache_indices"), Options{})
+	}
+	for _, tc := range []struct {
+		name string
+		base testCase
+		call func(b *built) error
+		want string
+	}{
+		{"x rank", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				return y, tensor.New(bf16, 1, 8, 16), w, bias
+			})
+		}, "argument x: has rank 3"},
+		{"y shape", fwdBase, func(b *built) error {
+			return fwd(b, func(_, x, w, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				return tensor.New(bf16, 8, 15), x, w, bias
+			})
+		}, "argument y: has shape [8 15]"},
+		{"w channels", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				return y, x, tensor.New(bf16, 15, 4), bias
+			})
+		}, "argument w: has shape [15 4]"},
+		{"w dtype", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				return y, x, tensor.New(f16, 16, 4), bias
+			})
+		}, "argument w: has dtype f16"},
+		{"x dtype", fwdBase, func(b *built) error {
+			return fwd(b, func(y, _, w, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				return y, tensor.New(tensor.I32, 8, 16), w, bias
+			})
+		}, "argument x: has dtype i32"},
+		{"width 1", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				return y, x, tensor.New(bf16, 16, 1), bias
+			})
+		}, "width W = 1"},
+		{"width 5", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				return y, x, tensor.New(bf16, 16, 5), bias
+			})
+		}, "width W = 5"},
+		{"bias shape", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, _ *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				return y, x, w, tensor.New(bf16, 17)
+			})
+		}, "argument bias: has shape [17]"},
+		{"state_len below W-1", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				v.ConvStates = tensor.New(bf16, 4, 2, 16)
+				return y, x, w, bias
+			})
+		}, "argument ConvStates: has shape [4 2 16]"},
+		{"cu_seqlens dtype", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				v.CuSeqlens = tensor.New(tensor.I64, 3)
+				return y, x, w, bias
+			})
+		}, "argument CuSeqlens: has dtype i64"},
+		{"cu_seqlens end != T", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				v.CuSeqlens = i32s(0, 3, 7)
+				return y, x, w, bias
+			})
+		}, "ends at 7 but x has T = 8"},
+		{"cu_seqlens decreasing", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				v.CuSeqlens = i32s(0, 9, 8)
+				return y, x, w, bias
+			})
+		}, "decreases at entry 2"},
+		{"cu_seqlens start", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				v.CuSeqlens = i32s(1, 3, 8)
+				return y, x, w, bias
+			})
+		}, "starts at 1"},
+		{"cache index beyond pool", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				v.CacheIndices = i32s(1, 4)
+				return y, x, w, bias
+			})
+		}, "argument CacheIndices: entry 1 is slot 4, beyond the pool of 4 slots"},
+		{"cache index shared", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				v.CacheIndices = i32s(2, 2)
+				return y, x, w, bias
+			})
+		}, "slot 2 is used by sequences 0 and 1"},
+		{"initial state without pool", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				v.ConvStates, v.CacheIndices = nil, nil
+				return y, x, w, bias
+			})
+		}, "argument HasInitialState: is set but ConvStates is nil"},
+		{"y overlaps x", fwdBase, func(b *built) error {
+			return fwd(b, func(_, x, w, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				return x, x, w, bias
+			})
+		}, "argument y: overlaps x"},
+		{"error flag dtype", fwdBase, func(b *built) error {
+			v := Varlen{CuSeqlens: b.named("cu_seqlens")}
+			return Forward(nil, b.named("y"), b.named("x"), b.named("w"), nil, v, Options{ErrorFlag: tensor.New(f32, 1)})
+		}, "argument ErrorFlag: has dtype f32"},
+		{"update state index beyond pool", updBase, func(b *built) error {
+			return upd(b, nil, nil, nil, nil, i32s(0, -1, 7))
+		}, "argument stateIndices: entry 2 is slot 7"},
+		{"update pool dim", updBase, func(b *built) error {
+			return upd(b, nil, nil, nil, tensor.New(bf16, 4, 3, 8), nil)
+		}, "argument convStates: has shape [4 3 8]"},
+		{"update out rank", updBase, func(b *built) error {
+			return upd(b, tensor.New(bf16, 3, 1, 16), nil, nil, nil, nil)
+		}, "argument out: has shape [3 1 16], want [3 16]"},
+		{"update pool too small without indices", updBase, func(b *built) error {
+			return Update(nil, b.named("y"), b.named("x"), b.named("w"), nil, tensor.New(bf16, 2, 3, 16), nil, Options{})
+		}, "has 2 slots for 3 sequences"},
+		{"update batch stride", testCase{op: opUpdate, dt: bf16, width: 2, dim: 8, batch: 2, seqLen: 2, nSlots: 2}, func(b *built) error {
+			x, _ := tensor.NewStrided(bf16, []int{2, 2, 8}, []int{20, 8, 1})
+			return upd(b, nil, x, nil, nil, nil)
+		}, "the batch stride must be L × the token stride"},
+		{"split key_dim", splBase, func(b *built) error {
+			v := Varlen{CuSeqlens: b.named("cu_seqlens")}
+			return ForwardSplit(nil, tensor.New(bf16, 8, 8), b.named("k"), b.named("v"), b.named("x"), b.named("w"), nil, v, Options{})
+		}, "has key_dim 8"},
+		{"split v shape", splBase, func(b *built) error {
+			v := Varlen{CuSeqlens: b.named("cu_seqlens")}
+			return ForwardSplit(nil, b.named("q"), b.named("k"), tensor.New(bf16, 8, 7), b.named("x"), b.named("w"), nil, v, Options{})
+		}, "argument v: has shape [8 7], want [8 8]"},
+		{"dense final states shape", testCase{op: opDense, dt: bf16, width: 4, dim: 8, batch: 2, seqLen: 3}, func(b *built) error {
+			return ForwardDense(nil, b.named("y"), b.named("x"), b.named("w"), nil, tensor.New(bf16, 2, 3, 8), tensor.New(bf16, 2, 4, 8), Options{})
+		}, "argument finalStates: has shape [2 4 8], want [2 3 8]"},
+		{"dense states shorter than W-1", testCase{op: opDense, dt: bf16, width: 4, dim: 8, batch: 2, seqLen: 3}, func(b *built) error {
+			return ForwardDense(nil, b.named("y"), b.named("x"), b.named("w"), nil, tensor.New(bf16, 2, 2, 8), nil, Options{})
+		}, "argument initialStates: has shape [2 2 8], want [2, state_len ≥ W−1 = 3, 8]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.base.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
+			before := make([][]byte, len(b.ts))
+			for i, x := range b.ts {
+				before[i] = bytes.Clone(x.Bytes())
+			}
+			err := tc.call(b)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got error %v, want one containing %q", err, tc.want)
+			}
+			t.Log(err)
+			for i, x := range b.ts {
+				if !bytes.Equal(before[i], x.Bytes()) {
+					t.Errorf("%s was written", b.names[i])
+				}
+			}
+		})
+	}
+}
+
+// TestMixedLocations needs a device: host y with device x must fail.
+func TestMixedLocations(t *testing.T) {
+	dev := gputest.Device(t)
+	b := fwdBase.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
+	x, err := b.named("x").ToDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Free()
+	v := Varlen{CuSeqlens: b.named("cu_seqlens")}
+	err = Forward(nil, b.named("y"), x, b.named("w"), nil, v, Options{})
+	if err == nil || !strings.Contains(err.Error(), "is on the host but x is on device") {
+		t.Fatalf("got %v, want a location error", err)
+	}
+}
+
+// TestErrorFlag: with AssumeValidIndices the kernel skips what it cannot
+// process safely and reports it in ErrorFlag.
+func TestErrorFlag(t *testing.T) {
+	dev := gputest.Device(t)
+	for _, tc := range []struct {
+		name      string
+		cu, slots *tensor.Tensor
+		want      int64
+	}{
+		{"slot beyond pool", i32s(0, 3, 8), i32s(1, 9), 1},
+		{"cu_seqlens short of T", i32s(0, 3, 7), i32s(1, 2), 2},
+		{"cu_seqlens beyond T", i32s(0, 3, 9), i32s(1, 2), 2},
+		{"valid", i32s(0, 3, 8), i32s(1, 2), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fwdBase.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
+			var devTs []*tensor.Tensor
+			toDev := func(h *tensor.Tensor) *tensor.Tensor {
+				d, err := h.ToDevice(dev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				devTs = append(devTs, d)
+				return d
+			}
+			defer func() {
+				for _, d := range devTs {
+					d.Free()
+				}
+			}()
+			flag := toDev(tensor.New(tensor.I32, 1))
+			v := Varlen{CuSeqlens: toDev(tc.cu), CacheIndices: toDev(tc.slots), ConvStates: toDev(b.named("conv_states"))}
+			err := Forward(nil, toDev(b.named("y")), toDev(b.named("x")), toDev(b.named("w")), nil, v,
+				Options{AssumeValidIndices: true, ErrorFlag: flag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := flag.ToHost()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Int64s()[0]; got != tc.want {
+				t.Errorf("flag %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
