@@ -1,0 +1,106 @@
+package check
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/gokittens/kittens/tensor"
+)
+
+func TestCompare(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	tol := Tolerance{Atol: 1e-3, Rtol: 1e-2, RelNorm: 1e-2}
+	for _, c := range []struct {
+		name      string
+		got, want []float64
+		pass      bool
+		bad       int
+	}{
+		{"equal", []float64{1, 2, 3}, []float64{1, 2, 3}, true, 0},
+		{"within rtol", []float64{100.5, 2}, []float64{100, 2}, true, 0},
+		{"outside", []float64{1.1, 2}, []float64{1, 2}, false, 1},
+		{"nan where a number is due", []float64{nan, 2}, []float64{1, 2}, false, 1},
+		{"number where nan is due", []float64{1, 2}, []float64{nan, 2}, false, 1},
+		{"nan matches nan", []float64{nan, 2}, []float64{nan, 2}, true, 0},
+		{"inf must match", []float64{inf, 2}, []float64{-inf, 2}, false, 1},
+		{"inf matches", []float64{inf}, []float64{inf}, true, 0},
+		{"length", []float64{1}, []float64{1, 2}, false, 0},
+	} {
+		r := Compare(c.name, c.got, c.want, tol)
+		if r.Pass != c.pass || r.Bad != c.bad {
+			t.Errorf("%s: pass %v bad %d, want %v %d (%v)", c.name, r.Pass, r.Bad, c.pass, c.bad, r)
+		}
+	}
+	// Each element within tolerance but a systematic bias over the norm bound.
+	r := Compare("bias", []float64{1.02, 1.02, 1.02}, []float64{1, 1, 1}, Tolerance{Atol: 0.05, RelNorm: 1e-3})
+	if r.Pass || r.RelNorm < 0.019 {
+		t.Errorf("relative norm not enforced: %v", r)
+	}
+	if r := Exact("ids", []int64{1, 2, 4}, []int64{1, 2, 3}); r.Pass || r.Bad != 1 {
+		t.Errorf("exact: %v", r)
+	}
+}
+
+func TestMerge(t *testing.T) {
+	m := Merge(Report{Name: "y", Elements: 4, MaxAbs: 0.1, Pass: true}, Report{Name: "r", Elements: 2, MaxAbs: 0.3, Bad: 1, Worst: "x"})
+	if m.Pass || m.Elements != 6 || m.MaxAbs != 0.3 || m.Name != "y+r" {
+		t.Fatalf("%+v", m)
+	}
+	if Merge().Pass {
+		t.Fatal("an empty merge passes")
+	}
+}
+
+// double is a toy op: out = 2·in on the host path. writeAll false leaves
+// the last element untouched, as a buggy kernel would.
+func double(writeAll bool) func(ts []*tensor.Tensor) error {
+	return func(ts []*tensor.Tensor) error {
+		in := ts[0].Float64s()
+		out := make([]float64, len(in))
+		for i := range in {
+			out[i] = 2 * in[i]
+		}
+		b := ts[1].Bytes()
+		size := ts[1].DType().Size()
+		last := append([]byte(nil), b[len(b)-size:]...)
+		ts[1].SetFloat64s(out)
+		if !writeAll { // put back whatever the last element held
+			copy(b[len(b)-size:], last)
+		}
+		return nil
+	}
+}
+
+func TestRunHostPath(t *testing.T) {
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
+		in := tensor.New(dt, 3, 5)
+		in.FillNormal(tensor.SeededRNG(1), 0, 1)
+		spec := Spec{Tensors: []*tensor.Tensor{in, tensor.New(dt, 3, 5)}, Names: []string{"x", "y"},
+			Outputs: []int{1}, Poison: []int{1}, Run: double(true)}
+		r, err := Run(nil, spec)
+		if err != nil || !r.Pass || !r.CPUOnly || r.Unwritten != 0 {
+			t.Fatalf("%v: %v %v", dt, r, err)
+		}
+		spec.Run = double(false)
+		if r, _ := Run(nil, spec); r.Pass || r.Unwritten != 1 {
+			t.Fatalf("%v: an unwritten element passed: %v", dt, r)
+		}
+	}
+	spec := Spec{Tensors: []*tensor.Tensor{tensor.New(tensor.F32, 2)}, Names: []string{"x"},
+		Run: func([]*tensor.Tensor) error { return errors.New("bad shape") }}
+	if _, err := Run(nil, spec); err == nil {
+		t.Fatal("an op error was swallowed")
+	}
+}
+
+func TestForDTypeOrdering(t *testing.T) {
+	prev := 0.0
+	for _, dt := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16, tensor.F8E4M3} {
+		tol := ForDType(dt)
+		if tol.Rtol <= prev {
+			t.Errorf("%v: rtol %g not looser than a wider type's %g", dt, tol.Rtol, prev)
+		}
+		prev = tol.Rtol
+	}
+}
