@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/registry"
+)
+
+// bench times every selected op: on the GPU each benchmark case with
+// bench.Measure after measuring the copy ceiling (and, with -vs torch,
+// PyTorch on the same cases in the same run); without a GPU the host path
+// of each parity case.
+func (c *cli) bench(args []string) int {
+	fs := c.flags("bench")
+	sel := selectionFlags(fs)
+	vs := fs.String("vs", "", `also time PyTorch eager and torch.compile on the same cases ("torch")`)
+	write := fs.String("write", "", "also write the results as markdown to this file (BENCH.md)")
+	jsonPath := fs.String("json", "", "also write every number as JSON to this file")
+	runs := fs.Int("runs", 0, "timed launches per case (default 200; 3 host runs on the CPU path)")
+	if !c.parse(fs, args) {
+		return exitUsage
+	}
+	if *vs != "" && *vs != "torch" {
+		fmt.Fprintf(c.stderr, "kittens bench: -vs %q: only \"torch\" is known\n", *vs)
+		return exitUsage
+	}
+	ops, dev, ok := c.resolve(fs, sel)
+	if !ok {
+		return exitUsage
+	}
+	rep := &bench.Report{Env: bench.Describe(dev)}
+	status := exitOK
+	if dev == nil {
+		rep.Entries = benchHost(ops, *runs, c.stderr)
+		if *vs != "" {
+			fmt.Fprintln(c.stdout, "CPU path: the PyTorch comparison is skipped")
+		}
+	} else {
+		gbs, err := bench.CopyBandwidth(dev)
+		if err != nil {
+			fmt.Fprintln(c.stderr, "kittens bench: copy bandwidth:", err)
+			status = exitFail
+		}
+		rep.Env.CopyGBs = gbs
+		rep.Entries = benchDevice(dev, ops, *runs, c.stderr)
+		if *vs == "torch" && compareTorch(ops, rep.Entries, c.stderr) != nil {
+			status = exitFail
+		}
+	}
+	for _, e := range rep.Entries {
+		if e.Err != "" {
+			status = exitFail
+		}
+	}
+	if err := rep.WriteText(c.stdout); err != nil {
+		fmt.Fprintln(c.stderr, "kittens bench:", err)
+		return exitFail
+	}
+	for _, out := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{{*write, rep.WriteMarkdown}, {*jsonPath, rep.WriteJSON}} {
+		if out.path == "" {
+			continue
+		}
+		if err := writeFile(out.path, out.write); err != nil {
+			fmt.Fprintln(c.stderr, "kittens bench:", err)
+			status = exitFail
+		}
+	}
+	return status
+}
+
+// benchDevice measures every benchmark case of ops on dev.
+func benchDevice(dev *cuda.Device, ops []*registry.Op, runs int, stderr io.Writer) []bench.Entry {
+	var out []bench.Entry
+	eachCase(ops, benchesOf, benchName, stderr, func(op *registry.Op, b registry.Bench) {
+		r, err := bench.Measure(dev, b, bench.Options{Runs: runs})
+		e := entry(op, b.Name, r, err)
+		e.Bytes, e.Flops = b.Bytes, b.Flops
+		out = append(out, e)
+	})
+	return out
+}
+
+// benchHost times the host path of every parity case of ops.
+func benchHost(ops []*registry.Op, runs int, stderr io.Writer) []bench.Entry {
+	var out []bench.Entry
+	eachCase(ops, checksOf, checkName, stderr, func(op *registry.Op, cs registry.Check) {
+		r, err := bench.MeasureHost(cs, runs)
+		out = append(out, entry(op, cs.Name, r, err))
+	})
+	return out
+}
+
+// entry is the report entry of one measured case of op.
+func entry(op *registry.Op, name string, r bench.Result, err error) bench.Entry {
+	e := bench.Entry{Family: op.Family, Op: op.Name, Case: name, Result: r}
+	if err != nil {
+		e.Err = err.Error()
+	}
+	return e
+}
+
+// compareTorch runs PyTorch on every case of ops that has a TorchCase and
+// attaches the results to entries, which benchDevice filled in the same
+// order. An error (no Python, no torch, a crash) is reported on stderr and
+// returned; the entries keep what came back.
+func compareTorch(ops []*registry.Op, entries []bench.Entry, stderr io.Writer) error {
+	var reqs []bench.TorchRequest
+	index := map[string]int{}
+	i := 0
+	for _, op := range ops {
+		for _, b := range op.Benches {
+			id := op.Name + "/" + b.Name
+			if req, ok := bench.TorchRequestFor(id, b); ok {
+				reqs = append(reqs, req)
+				index[id] = i
+			}
+			i++
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	fmt.Fprintf(stderr, "timing %d cases with PyTorch (eager and torch.compile)\n", len(reqs))
+	res, err := bench.Torch(reqs)
+	for id, r := range res {
+		if i, ok := index[id]; ok {
+			entries[i].Torch = &r
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "kittens bench: -vs torch:", err)
+	}
+	return err
+}

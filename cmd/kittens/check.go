@@ -1,0 +1,208 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/check"
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/tensor"
+)
+
+// check runs the parity cases of every selected op: on the GPU against the
+// CPU reference, or the host path alone without one.
+func (c *cli) check(args []string) int {
+	fs := c.flags("check")
+	sel := selectionFlags(fs)
+	write := fs.String("write", "", "also write the status table as markdown to this file (KERNELS.md)")
+	if !c.parse(fs, args) {
+		return exitUsage
+	}
+	ops, dev, ok := c.resolve(fs, sel)
+	if !ok {
+		return exitUsage
+	}
+	res := checkResults{Env: bench.Describe(dev), Rows: runChecks(dev, ops, c.stderr)}
+	if err := res.writeText(c.stdout); err != nil {
+		fmt.Fprintln(c.stderr, "kittens check:", err)
+		return exitFail
+	}
+	if *write != "" {
+		if err := writeFile(*write, res.writeMarkdown); err != nil {
+			fmt.Fprintln(c.stderr, "kittens check:", err)
+			return exitFail
+		}
+	}
+	if res.failed() > 0 {
+		return exitFail
+	}
+	return exitOK
+}
+
+// checkRow is the outcome of one parity case.
+type checkRow struct {
+	Family, Op, Case string
+	Seed             uint64 // replays the case's inputs (tensor.SeededRNG)
+	Report           check.Report
+	Err              error // the case could not run
+}
+
+func (r checkRow) pass() bool { return r.Err == nil && r.Report.Pass }
+
+// result is the row's verdict: PASS, FAIL or, on the CPU path, "PASS (cpu)".
+func (r checkRow) result() string {
+	switch {
+	case !r.pass():
+		return "FAIL"
+	case r.Report.CPUOnly:
+		return "PASS (cpu)"
+	}
+	return "PASS"
+}
+
+// detail says what went wrong in a failed row.
+func (r checkRow) detail() string {
+	if r.Err != nil {
+		return r.Err.Error()
+	}
+	return r.Report.String()
+}
+
+// errCell formats an error figure; the CPU path compares nothing.
+func (r checkRow) errCell(v float64) string {
+	if r.Report.CPUOnly || r.Err != nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// runChecks runs every parity case of ops on dev (nil: the host path), each
+// with fresh inputs from its own seed.
+func runChecks(dev *cuda.Device, ops []*registry.Op, stderr io.Writer) []checkRow {
+	var rows []checkRow
+	eachCase(ops, checksOf, checkName, stderr, func(op *registry.Op, cs registry.Check) {
+		rng, seed := tensor.NewRNG()
+		rep, err := cs.Run(dev, rng)
+		rows = append(rows, checkRow{Family: op.Family, Op: op.Name, Case: cs.Name, Seed: seed, Report: rep, Err: err})
+	})
+	return rows
+}
+
+// checkResults is one check run: where it ran and every case.
+type checkResults struct {
+	Env  bench.Env
+	Rows []checkRow
+}
+
+func (r *checkResults) failed() int {
+	n := 0
+	for _, row := range r.Rows {
+		if !row.pass() {
+			n++
+		}
+	}
+	return n
+}
+
+// caseTable has one row per case.
+func (r *checkResults) caseTable() *bench.Table {
+	t := &bench.Table{Header: []string{"op", "case", "max|Δ|", "rel", "result"}, Align: "llrrl"}
+	for _, row := range r.Rows {
+		t.Add(row.Op, row.Case, row.errCell(row.Report.MaxAbs), row.errCell(row.Report.RelNorm), row.result())
+	}
+	return t
+}
+
+// opTable has one row per op: cases passed, the worst error, the status.
+func (r *checkResults) opTable() *bench.Table {
+	t := &bench.Table{Header: []string{"family", "op", "cases passed", "worst max|Δ|", "status"}, Align: "llrrl"}
+	for i := 0; i < len(r.Rows); {
+		j, passed, worst := i, 0, 0.0
+		for ; j < len(r.Rows) && r.Rows[j].Op == r.Rows[i].Op; j++ {
+			if r.Rows[j].pass() {
+				passed++
+			}
+			worst = max(worst, r.Rows[j].Report.MaxAbs)
+		}
+		first := r.Rows[i]
+		status := "pass"
+		switch {
+		case passed < j-i:
+			status = "FAIL"
+		case first.Report.CPUOnly:
+			status = "cpu only"
+		}
+		t.Add(first.Family, first.Op, fmt.Sprintf("%d/%d", passed, j-i), first.errCell(worst), status)
+		i = j
+	}
+	return t
+}
+
+// failures lists every failed case with its seed.
+func (r *checkResults) failures() []string {
+	var out []string
+	for _, row := range r.Rows {
+		if !row.pass() {
+			out = append(out, fmt.Sprintf("%s %s (seed %d): %s", row.Op, row.Case, row.Seed, row.detail()))
+		}
+	}
+	return out
+}
+
+// summary is the closing line.
+func (r *checkResults) summary() string {
+	s := fmt.Sprintf("%d/%d cases passed", len(r.Rows)-r.failed(), len(r.Rows))
+	if r.Env.CPUOnly() {
+		s += " (CPU path only: host reference run, outputs checked for being written)"
+	}
+	return s
+}
+
+// writeText writes the terminal form: the case table, failures, a summary.
+func (r *checkResults) writeText(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(r.Env.String() + "\n")
+	if len(r.Rows) == 0 {
+		b.WriteString("no parity cases registered\n")
+	} else if err := r.caseTable().WriteText(&b); err != nil {
+		return err
+	}
+	for _, f := range r.failures() {
+		b.WriteString("FAIL " + f + "\n")
+	}
+	b.WriteString(r.summary() + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeMarkdown writes KERNELS.md: the environment, one row per op, the
+// failures, then every case.
+func (r *checkResults) writeMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("# Kernel status\n\n")
+	b.WriteString("Every registered op's parity cases against its CPU reference (float64), written by `kittens check -write`.\n")
+	b.WriteString("Each case draws fresh random inputs; a failure's seed replays them.\n\n")
+	if err := r.Env.Table().WriteMarkdown(&b); err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "\n%s.\n\n", r.summary())
+	if err := r.opTable().WriteMarkdown(&b); err != nil {
+		return err
+	}
+	if fs := r.failures(); len(fs) > 0 {
+		b.WriteString("\n## Failures\n\n")
+		for _, f := range fs {
+			first, _, _ := strings.Cut(f, "\n") // a compile log stays in the terminal
+			b.WriteString("- " + first + "\n")
+		}
+	}
+	b.WriteString("\n## Cases\n\n")
+	if err := r.caseTable().WriteMarkdown(&b); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

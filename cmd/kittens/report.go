@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/gokittens/kittens/bench"
+)
+
+// report merges the JSON outputs of several `kittens bench -json` runs on one
+// device (a benchmark split to fit a time limit) into one report: printed,
+// and written as markdown with -write.
+func (c *cli) report(args []string) int {
+	fs := c.flags("report")
+	write := fs.String("write", "", "write the merged report as markdown to this file (BENCH.md)")
+	if !c.parse(fs, args) {
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(c.stderr, "kittens report: name one or more JSON files from kittens bench -json")
+		return exitUsage
+	}
+	var reps []*bench.Report
+	for _, path := range fs.Args() {
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintln(c.stderr, "kittens report:", err)
+			return exitFail
+		}
+		r, err := bench.ReadJSON(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintln(c.stderr, "kittens report:", path+":", err)
+			return exitFail
+		}
+		reps = append(reps, r)
+	}
+	rep, err := bench.Merge(reps...)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "kittens report:", err)
+		return exitFail
+	}
+	if err := rep.WriteText(c.stdout); err != nil {
+		fmt.Fprintln(c.stderr, "kittens report:", err)
+		return exitFail
+	}
+	if *write != "" {
+		if err := writeFile(*write, rep.WriteMarkdown); err != nil {
+			fmt.Fprintln(c.stderr, "kittens report:", err)
+			return exitFail
+		}
+	}
+	return exitOK
+}

@@ -1,0 +1,136 @@
+package norm
+
+import "github.com/gokittens/kittens/cuda"
+
+// rowShape is what the launch configuration depends on.
+type rowShape struct {
+	rows, n   int
+	elemSize  int  // bytes of the storage dtype
+	heldFP32  bool // the normalized value is an fp32 sum (the pad kernel's add)
+	cachesTwo bool // the looped path also caches a second row (y, for L2 backward)
+	twoPass   bool // two reductions per row (LayerNorm): smaller blocks synchronize faster
+	vector    bool // every row start is 16-byte aligned: 16-byte accesses
+}
+
+// cacheBytesPerAccess is what norm_rows_looped parks in shared memory per
+// access: sizeof(Held), plus sizeof(Access) for the second row. An Access
+// is at least one 32-bit word.
+func (s rowShape) cacheBytesPerAccess(vec int) int {
+	access := roundUp(vec*s.elemSize, 4)
+	held := access
+	if s.heldFP32 {
+		held = vec * 4
+	}
+	if s.cachesTwo {
+		held += access
+	}
+	return held
+}
+
+// config is one launch of norm.cu.
+type config struct {
+	vec       int  // elements per access: 16/elemSize, or 1
+	perThread int  // accesses a thread holds in registers (norm_rows)
+	group     int  // threads per row, ≤ 32; 0 = the whole block owns a row
+	threads   int  // block size
+	bound     int  // __launch_bounds__ of the specialization
+	grid      int  // blocks; the kernel strides over the rows
+	prefetch  bool // norm_rows loads the next row before reducing the current one
+	looped    bool // norm_rows_looped: rows longer than registers hold
+	cache     bool // looped rows parked in shared memory
+	shared    int  // dynamic shared memory bytes
+}
+
+// Tuning constants of the picker. A register-resident row keeps at most
+// maxPerThread accesses per thread in at most maxBlockThreads threads
+// (16 Ki bf16 or 8 Ki f32 elements with 16-byte accesses; more accesses per
+// thread made LayerNorm spill under the 128-register cap); rows of up to
+// subWarpAccesses accesses (1024 bf16 elements) go to sub-warp groups so that
+// no barrier is needed. residentThreads is what one SM keeps resident.
+const (
+	subWarpAccesses  = 128
+	subWarpBlock     = 256
+	targetThreads    = 512
+	targetTwoPass    = 256 // LayerNorm: 256 beat 512 threads by up to 20% at N = 4096-8192 (H200)
+	maxPerThread     = 4
+	maxBlockThreads  = 512
+	loopedThreads    = 512
+	residentThreads  = 2048
+	staticSharedUsed = 256 // norm.cu's static shared memory (block_sum scratch), rounded up
+)
+
+// pickConfig chooses the path and launch shape for a row shape on a device.
+// It is a pure function of its arguments; it never asks for more shared
+// memory than p allows a block (the cache is dropped instead). The grid is
+// an upper bound from the threads an SM holds; the launcher lowers it to
+// what the compiled kernel's occupancy allows, so that every block of the
+// row-striding grid is resident at once (no second wave). Prefetching the
+// next row is on only where the grid strides (a group meets several rows):
+// there it measured 5-25% faster on an H200, and slightly slower elsewhere.
+func pickConfig(p cuda.Props, s rowShape) config {
+	c := config{vec: 1}
+	if s.vector {
+		c.vec = 16 / s.elemSize
+	}
+	accesses := ceilDiv(s.n, c.vec)
+	sms := max(p.SMs, 1)
+	switch {
+	case accesses <= subWarpAccesses:
+		// Several rows per warp: each thread holds up to 4 accesses; the group
+		// is the power of two that covers the row.
+		c.perThread = 1
+		for _, pt := range []int{2, 4} {
+			if pt <= accesses/8 {
+				c.perThread = pt
+			}
+		}
+		c.group = nextPow2(ceilDiv(accesses, c.perThread))
+		c.threads, c.bound = subWarpBlock, subWarpBlock
+		rowsPerBlock := c.threads / c.group
+		c.grid = min(ceilDiv(s.rows, rowsPerBlock), sms*residentThreads/c.threads)
+		c.prefetch = s.rows > c.grid*rowsPerBlock
+	case accesses <= maxPerThread*maxBlockThreads:
+		// One block per row, as few accesses per thread as keep the block
+		// within targetThreads (many short threads hide the reduction and
+		// keep registers, hence occupancy, low).
+		target := targetThreads
+		if s.twoPass {
+			target = targetTwoPass
+		}
+		c.perThread = maxPerThread
+		for _, pt := range []int{1, 2} {
+			if ceilDiv(accesses, pt) <= target {
+				c.perThread = pt
+				break
+			}
+		}
+		c.threads = roundUp(ceilDiv(accesses, c.perThread), 32)
+		c.bound = maxBlockThreads
+		c.grid = min(s.rows, sms*max(1, residentThreads/c.threads))
+		c.prefetch = s.rows > c.grid
+	default:
+		c.looped = true
+		c.threads, c.bound = loopedThreads, loopedThreads
+		cacheBytes := accesses * s.cacheBytesPerAccess(c.vec)
+		perSM := residentThreads / c.threads
+		if cacheBytes+staticSharedUsed <= p.SharedPerBlockOptin {
+			c.cache, c.shared = true, cacheBytes
+			perSM = max(1, min(perSM, p.SharedPerSM/(cacheBytes+staticSharedUsed+1024)))
+		}
+		c.grid = min(s.rows, sms*perSM)
+	}
+	c.grid = max(c.grid, 1)
+	return c
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func roundUp(a, b int) int { return ceilDiv(a, b) * b }
+
+func nextPow2(a int) int {
+	p := 1
+	for p < a {
+		p <<= 1
+	}
+	return p
+}

@@ -1,0 +1,149 @@
+package norm
+
+import (
+	"testing"
+
+	"github.com/gokittens/kittens/cuda"
+)
+
+// Simulated devices: an H100-like part and a small one whose 48 KiB of
+// shared memory cannot hold a long row.
+var (
+	propsH100  = cuda.Props{SMs: 132, MaxThreadsPerBlock: 1024, SharedPerBlock: 48 << 10, SharedPerBlockOptin: 227 << 10, SharedPerSM: 228 << 10}
+	propsSmall = cuda.Props{SMs: 16, MaxThreadsPerBlock: 1024, SharedPerBlock: 48 << 10, SharedPerBlockOptin: 48 << 10, SharedPerSM: 64 << 10}
+)
+
+func TestPickConfigChoices(t *testing.T) {
+	cases := []struct {
+		name  string
+		props cuda.Props
+		shape rowShape
+		want  config
+	}{
+		{"qk-norm 128 bf16: 8 lanes x 2 accesses", propsH100,
+			rowShape{rows: 65536, n: 128, elemSize: 2, vector: true},
+			config{vec: 8, perThread: 2, group: 8, threads: 256, bound: 256, grid: 132 * 8, prefetch: true}},
+		{"one element rows", propsH100,
+			rowShape{rows: 37, n: 1, elemSize: 4, vector: true},
+			config{vec: 4, perThread: 1, group: 1, threads: 256, bound: 256, grid: 1}},
+		{"1000 bf16: a warp per row", propsH100,
+			rowShape{rows: 100, n: 1000, elemSize: 2, vector: true},
+			config{vec: 8, perThread: 4, group: 32, threads: 256, bound: 256, grid: 13}},
+		{"7168 bf16: 448 threads x 2", propsH100,
+			rowShape{rows: 16384, n: 7168, elemSize: 2, vector: true},
+			config{vec: 8, perThread: 2, threads: 448, bound: 512, grid: 132 * 4, prefetch: true}},
+		{"LayerNorm 7168 bf16: 224 threads x 4", propsH100,
+			rowShape{rows: 16384, n: 7168, elemSize: 2, twoPass: true, vector: true},
+			config{vec: 8, perThread: 4, threads: 224, bound: 512, grid: 132 * 9, prefetch: true}},
+		{"few rows: no prefetch", propsH100,
+			rowShape{rows: 32, n: 8192, elemSize: 2, vector: true},
+			config{vec: 8, perThread: 2, threads: 512, bound: 512, grid: 32}},
+		{"16384 bf16: 512 threads x 4", propsH100,
+			rowShape{rows: 16384, n: 16384, elemSize: 2, vector: true},
+			config{vec: 8, perThread: 4, threads: 512, bound: 512, grid: 132 * 4, prefetch: true}},
+		{"2880 bf16 unaligned: scalar accesses, looped", propsH100,
+			rowShape{rows: 4, n: 2880, elemSize: 2},
+			config{vec: 1, threads: 512, bound: 512, grid: 4, looped: true, cache: true, shared: 2880 * 4}},
+		{"2048 bf16 unaligned: 512 threads x 4", propsH100,
+			rowShape{rows: 4, n: 2048, elemSize: 2},
+			config{vec: 1, perThread: 4, threads: 512, bound: 512, grid: 4}},
+		{"65536 bf16 cached in shared memory", propsH100,
+			rowShape{rows: 3, n: 65536, elemSize: 2, vector: true},
+			config{vec: 8, threads: 512, bound: 512, grid: 3, looped: true, cache: true, shared: 128 << 10}},
+		{"65536 f32 too big for shared memory: re-read", propsH100,
+			rowShape{rows: 1000, n: 65536, elemSize: 4, vector: true},
+			config{vec: 4, threads: 512, bound: 512, grid: 132 * 4, looped: true}},
+		{"65536 bf16 on a small device: re-read", propsSmall,
+			rowShape{rows: 1000, n: 65536, elemSize: 2, vector: true},
+			config{vec: 8, threads: 512, bound: 512, grid: 16 * 4, looped: true}},
+		{"4097 f32 scalar, cached, small device", propsSmall,
+			rowShape{rows: 1000, n: 4097, elemSize: 4},
+			config{vec: 1, threads: 512, bound: 512, grid: 16 * 3, looped: true, cache: true, shared: 4097 * 4}},
+		{"4097 bf16 scalar: one word per cached element", propsSmall,
+			rowShape{rows: 1000, n: 4097, elemSize: 2},
+			config{vec: 1, threads: 512, bound: 512, grid: 16 * 3, looped: true, cache: true, shared: 4097 * 4}},
+		{"L2 backward 20000 f32 caches dy and y", propsH100,
+			rowShape{rows: 1000, n: 20000, elemSize: 4, cachesTwo: true, vector: true},
+			config{vec: 4, threads: 512, bound: 512, grid: 132, looped: true, cache: true, shared: 20000 * 8}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := pickConfig(c.props, c.shape); got != c.want {
+				t.Errorf("pickConfig = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestPickConfigInvariants sweeps row lengths, dtypes and alignments on both
+// simulated devices: every configuration must cover the row, fit the block
+// limits and never ask for more shared memory than the device has.
+func TestPickConfigInvariants(t *testing.T) {
+	var ns []int
+	for n := 1; n <= 300; n++ {
+		ns = append(ns, n)
+	}
+	for n := 301; n <= 140_000; n = n*9/8 + 1 {
+		ns = append(ns, n, n+1)
+	}
+	ns = append(ns, 32768, 65536, 131072)
+	for _, props := range []cuda.Props{propsH100, propsSmall} {
+		for _, size := range []int{2, 4} {
+			for _, fp32 := range []bool{false, true} {
+				twoPass := fp32 // both halves of the sweep see each block-size target
+				for _, two := range []bool{false, true} {
+					for _, vector := range []bool{false, true} {
+						for _, n := range ns {
+							for _, rows := range []int{1, 7, 100_000} {
+								s := rowShape{rows: rows, n: n, elemSize: size, heldFP32: fp32, cachesTwo: two, twoPass: twoPass,
+									vector: vector}
+								checkConfig(t, props, s, pickConfig(props, s))
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func checkConfig(t *testing.T, p cuda.Props, s rowShape, c config) {
+	t.Helper()
+	fail := func(why string) { t.Fatalf("%+v on %d SMs/%d B: %+v: %s", s, p.SMs, p.SharedPerBlockOptin, c, why) }
+	switch {
+	case c.vec != 1 && c.vec*s.elemSize != 16:
+		fail("access is neither one element nor 16 bytes")
+	case c.vec != 1 && !s.vector:
+		fail("vector access on unaligned rows")
+	case c.threads <= 0 || c.threads%32 != 0 || c.threads > c.bound || c.bound > p.MaxThreadsPerBlock:
+		fail("block size")
+	case c.grid < 1 || c.grid > max(s.rows, 1):
+		fail("grid")
+	case c.shared < 0 || c.shared+staticSharedUsed > p.SharedPerBlockOptin:
+		fail("too much shared memory")
+	case !c.cache && c.shared != 0:
+		fail("shared memory without a cache")
+	}
+	accesses := ceilDiv(s.n, c.vec)
+	if c.looped {
+		if c.cache && c.shared != accesses*s.cacheBytesPerAccess(c.vec) {
+			fail("cache size")
+		}
+		return
+	}
+	threadsPerRow := c.group
+	if c.group == 0 {
+		threadsPerRow = c.threads
+	} else if c.group&(c.group-1) != 0 || c.group > 32 || c.threads%c.group != 0 {
+		fail("group")
+	}
+	if threadsPerRow*c.perThread < accesses {
+		fail("registers do not cover the row")
+	}
+	if c.perThread < 1 || c.perThread > maxPerThread {
+		fail("accesses per thread")
+	}
+	if c.prefetch && c.grid*c.threads/threadsPerRow >= s.rows {
+		fail("prefetch where no group meets a second row")
+	}
+}

@@ -1,0 +1,158 @@
+package norm
+
+import (
+	_ "embed"
+	"fmt"
+	"sync"
+
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/jit"
+	"github.com/gokittens/kittens/tensor"
+)
+
+//go:embed norm.cu
+var normSource string
+
+// kernelKey is one specialization of norm.cu.
+type kernelKey struct {
+	dtype     tensor.DType
+	op        opKind
+	add       addMode
+	weight    weightMode
+	bias      bool
+	vec       int
+	perThread int
+	group     int
+	bound     int
+	prefetch  bool
+	looped    bool
+	cache     bool
+}
+
+var cTypes = map[tensor.DType]string{tensor.BF16: "bf16", tensor.F16: "f16", tensor.F32: "float"}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// kernel describes the specialization as a jit.Kernel.
+func (k kernelKey) kernel() jit.Kernel {
+	entry := "norm_rows"
+	if k.looped {
+		entry = "norm_rows_looped"
+	}
+	return jit.Kernel{
+		File:   "norm/norm.cu",
+		Source: normSource,
+		Entry:  entry,
+		Defines: jit.Defines(map[string]any{
+			"DTYPE": cTypes[k.dtype], "KIND": int(k.op), "ADD": int(k.add), "WEIGHT": int(k.weight),
+			"BIAS": b2i(k.bias), "VEC": k.vec, "VPT": max(k.perThread, 1), "GROUP": k.group,
+			"PREFETCH": b2i(k.prefetch), "LOOPED": b2i(k.looped), "CACHE": b2i(k.cache), "THREADS": k.bound,
+		}),
+	}
+}
+
+var kernels = jit.Funcs[kernelKey]{Kernel: kernelKey.kernel}
+
+// vectorOK reports whether every row of every row tensor starts 16-byte
+// aligned, and the weight and bias too, so that 16-byte accesses apply.
+func (j *job) vectorOK() bool {
+	vec := 16 / j.x.DType().Size()
+	for _, t := range []*tensor.Tensor{j.y, j.residualOut, j.x, j.x2} {
+		if t != nil && (t.Ptr()%16 != 0 || (t.Dim(0) > 1 && t.Stride(0)%vec != 0)) {
+			return false
+		}
+	}
+	for _, t := range []*tensor.Tensor{j.w, j.b} {
+		if t != nil && t.Ptr()%16 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (j *job) shape() rowShape {
+	return rowShape{rows: j.rows(), n: j.n(), elemSize: j.x.DType().Size(), heldFP32: j.add == addFP32,
+		cachesTwo: j.op == opL2Backward, twoPass: j.op == opLayer, vector: j.vectorOK()}
+}
+
+func (j *job) key(c config) kernelKey {
+	return kernelKey{dtype: j.x.DType(), op: j.op, add: j.add, weight: j.weight, bias: j.b != nil, vec: c.vec,
+		perThread: c.perThread, group: c.group, bound: c.bound, prefetch: c.prefetch, looped: c.looped, cache: c.cache}
+}
+
+func ptrOf(t *tensor.Tensor) cuda.DevicePtr {
+	if t == nil {
+		return 0
+	}
+	return t.Ptr()
+}
+
+func rowStride(t *tensor.Tensor) int64 {
+	if t == nil {
+		return 0
+	}
+	return int64(t.Stride(0))
+}
+
+// occupancyKey is one launch shape of one compiled kernel.
+type occupancyKey struct {
+	fn              *cuda.Function
+	threads, shared int
+}
+
+var (
+	occupancyMu sync.RWMutex
+	occupancy   = map[occupancyKey]int{}
+)
+
+// residentBlocks is how many blocks of fn fit on an SM at once, asked of the
+// driver once per launch shape; 0 when the driver cannot say.
+func residentBlocks(fn *cuda.Function, threads, shared int) int {
+	k := occupancyKey{fn, threads, shared}
+	occupancyMu.RLock()
+	n, ok := occupancy[k]
+	occupancyMu.RUnlock()
+	if ok {
+		return n
+	}
+	n, err := fn.MaxActiveBlocksPerSM(threads, shared)
+	if err != nil {
+		n = 0
+	}
+	occupancyMu.Lock()
+	occupancy[k] = n
+	occupancyMu.Unlock()
+	return n
+}
+
+// launch runs a validated job on its device.
+func (j *job) launch(s *cuda.Stream) error {
+	dev := j.x.Device()
+	props := dev.Props()
+	c := pickConfig(props, j.shape())
+	fn, err := kernels.Get(dev, j.key(c))
+	if err != nil {
+		return err
+	}
+	if c.shared > props.SharedPerBlock {
+		if err := fn.SetMaxDynamicShared(c.shared); err != nil {
+			return fmt.Errorf("norm: %w", err)
+		}
+	}
+	if perSM := residentBlocks(fn, c.threads, c.shared); perSM > 0 {
+		c.grid = min(c.grid, props.SMs*perSM)
+	}
+	args := cuda.NewArgs().
+		Ptr(ptrOf(j.y)).Ptr(ptrOf(j.residualOut)).Ptr(ptrOf(j.x)).Ptr(ptrOf(j.x2)).
+		Ptr(ptrOf(j.w)).Ptr(ptrOf(j.b)).
+		Ptr(ptrOf(j.rstd)).Ptr(ptrOf(j.mean)).Ptr(ptrOf(j.rstdIn)).
+		I32(int32(j.rows())).I32(int32(j.n())).I32(int32(j.nOut)).
+		I64(rowStride(j.y)).I64(rowStride(j.residualOut)).I64(rowStride(j.x)).I64(rowStride(j.x2)).
+		F32(float32(j.eps)).F32(float32(j.denom))
+	return fn.Launch(cuda.LaunchConfig{Grid: cuda.D1(c.grid), Block: cuda.D1(c.threads), Shared: c.shared, Stream: s}, args)
+}

@@ -1,0 +1,502 @@
+// norm.cu: every row normalization of the family, from one template.
+//
+// Each row is normalized on its own, so the work is a memory-bound sweep:
+// read the row once, reduce it to one or two fp32 statistics, write it once.
+// What differs between the ops is small and chosen by defines: which value is
+// normalized (x, or x + residual rounded to the storage dtype, or that sum kept
+// in fp32), which statistics are reduced (sum of squares, mean then centred
+// squares, or the dot product dy·y of L2 backward), and how an element is
+// finished (times a weight, 1 + weight, plus a bias).
+//
+// Two entries share that vocabulary; the Go picker chooses between them.
+//  * norm_rows holds the row in registers. A group of GROUP lanes (a power
+//    of two up to 32, several rows per warp) or, with GROUP = 0, the whole
+//    block owns one row at a time; each thread keeps VPT accesses of VEC
+//    elements, packed as stored (two 16-bit values to a register) and widened
+//    to fp32 where used. A thread meets the same columns in every row, so its
+//    weights and biases are loaded once, before the first row. With
+//    PREFETCH each row's loads are issued before the previous row is
+//    reduced, so that memory does not wait on reductions (at the cost of a
+//    second row of registers). Statistics reduce with
+//    shuffles (group_sum) or one block_sum. The grid strides over the rows
+//    and is no larger than what is resident at once; loops stay warp-uniform
+//    so that every shuffle sees all 32 lanes.
+//  * norm_rows_looped serves rows too long for registers: one block per row
+//    walks the row in strides of the block. With CACHE the first pass parks the
+//    values in shared memory and the later passes read them there; without,
+//    later passes read global memory again (the row was just read: L2 hits).
+//    A thread only ever touches its own accesses of the cache, so the cache
+//    needs no barrier.
+// In place is safe on both paths: every access is read by the thread that
+// later writes it, and a row's outputs are written only after its last read
+// (without CACHE the residual is written in the last pass for that reason).
+//
+// Accesses are 16 bytes (VEC = 16/sizeof(DTYPE)) when every row starts
+// 16-byte aligned, else single elements. Partial accesses at the end of a row
+// fall back to element loads. All arithmetic is fp32.
+//
+// Defines: DTYPE (bf16, f16, float); KIND (0 RMS: rmsnorm and L2 forward,
+// 1 LAYER, 2 L2_BWD); ADD (0 none, 1 sum rounded to DTYPE, 2 sum kept in
+// fp32); WEIGHT (0 none, 1 w, 2 1 + w); BIAS (0, 1); VEC; VPT; GROUP;
+// PREFETCH (norm_rows loads the next row before reducing this one); LOOPED
+// (which entry this build holds); CACHE; THREADS (the block bound).
+#include "kittens.cuh"
+
+#define OP_RMS 0  // values of KIND
+#define OP_LAYER 1
+#define OP_L2_BWD 2
+
+using Elem = DTYPE;
+
+static_assert(VEC == 1 || VEC * sizeof(Elem) == 16, "an access is one element or 16 bytes");
+static_assert(GROUP == 0 || (GROUP <= 32 && (GROUP & (GROUP - 1)) == 0), "GROUP is 0 or a power of two up to 32");
+
+// Raw bits of a stored element, and back.
+KI u32 bits_of(float v) { return __float_as_uint(v); }
+KI u32 bits_of(bf16 v) { return v.bits; }
+KI u32 bits_of(f16 v) { return v.bits; }
+KI float widen16(bf16, u32 bits) { return __uint_as_float(bits << 16); }
+KI float widen16(f16, u32 bits) { return to_float(f16{(u16)bits}); }
+KI float widen16(float, u32) { return 0.f; }  // never called: fp32 is one word
+
+// Access is one access of VEC elements as stored, in 32-bit words: 16-bit
+// elements sit two to a register.
+struct alignas(VEC * sizeof(Elem) >= 16 ? 16 : 4) Access {
+  static constexpr int WORDS = (VEC * sizeof(Elem) + 3) / 4;
+  u32 u[WORDS];
+
+  KI float get(int t) const {
+    if constexpr (sizeof(Elem) == 4) {
+      return __uint_as_float(u[t]);
+    } else {
+      const u32 w = u[t / 2];
+      return widen16(Elem{}, (t & 1) ? w >> 16 : w & 0xffffu);
+    }
+  }
+  KI void zero() {
+#pragma unroll
+    for (int q = 0; q < WORDS; ++q) u[q] = 0;
+  }
+  // put stores element t; the access must have been zeroed first.
+  KI void put(int t, Elem v) {
+    if constexpr (sizeof(Elem) == 4) u[t] = bits_of(v);
+    else u[t / 2] |= bits_of(v) << (16 * (t & 1));
+  }
+};
+
+// Held is how registers (and the looped cache) keep the value being
+// normalized: as stored, except the fp32 sum of the pad kernel.
+#if ADD == 2
+struct alignas(VEC * 4 >= 16 ? 16 : 4) Held {
+  float v[VEC];
+  KI float get(int t) const { return v[t]; }
+};
+#else
+using Held = Access;
+#endif
+
+// launder hides how values were made from the compiler, so that it keeps
+// the packed words across a reduction and widens them again where they are
+// used, instead of keeping fp32 copies alive (twice the registers for 16-bit
+// data, and registers bound the occupancy that hides memory latency).
+KI void launder(Access& a) {
+#pragma unroll
+  for (int q = 0; q < Access::WORDS; ++q) asm volatile("" : "+r"(a.u[q]));
+}
+#if ADD == 2
+KI void launder(Held&) {}  // already fp32
+#endif
+
+// load_access reads access i of a row as stored; elements at or past n read
+// +0. Plain loads: x may also be written by this kernel (in place), and the
+// weights should stay in L1.
+KI void load_access(const Elem* row, int i, int n, Access& a) {
+  const int e0 = i * VEC;
+  if constexpr (VEC > 1) {
+    if (e0 + VEC <= n) {
+      *reinterpret_cast<uint4*>(a.u) = *reinterpret_cast<const uint4*>(row + e0);
+      return;
+    }
+  }
+  a.zero();
+#pragma unroll
+  for (int t = 0; t < VEC; ++t)
+    if (e0 + t < n) a.put(t, row[e0 + t]);
+}
+
+// store_access writes access i of a row, rounding once; elements at or past
+// n are left alone.
+KI void store_access(Elem* row, int i, int n, const float (&f)[VEC]) {
+  const int e0 = i * VEC;
+  if constexpr (VEC > 1) {
+    if (e0 + VEC <= n) {
+      Pack<Elem> p;
+#pragma unroll
+      for (int t = 0; t < VEC; ++t) p.v[t] = from_float<Elem>(f[t]);
+      store_pack(row + e0, p);
+      return;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < VEC; ++t)
+    if (e0 + t < n) row[e0 + t] = from_float<Elem>(f[t]);
+}
+
+// zero_pad writes +0.0 to the columns [n, n_out) of an output row (rmsnorm_pad).
+KI void zero_pad(Elem* row, int lane, int threads, int n, int n_out) {
+  for (int i = n / VEC + lane; i * VEC < n_out; i += threads) {
+    const int e0 = i * VEC;
+    if constexpr (VEC > 1) {
+      if (e0 >= n && e0 + VEC <= n_out) {
+        uint4 z;
+        z.x = z.y = z.z = z.w = 0;  // +0.0 in every dtype
+        *reinterpret_cast<uint4*>(row + e0) = z;
+        continue;
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < VEC; ++t)
+      if (e0 + t >= n && e0 + t < n_out) row[e0 + t] = from_float<Elem>(0.f);
+  }
+}
+
+// Inputs are one access of the op's row inputs as stored: x, and the second
+// input (the residual, or y for L2 backward; left unread otherwise).
+struct Inputs {
+  Access x, x2;
+};
+
+KI void load_inputs(const Elem* x, const Elem* x2, int i, int n, Inputs& in) {
+  load_access(x, i, n, in.x);
+#if ADD != 0 || KIND == OP_L2_BWD
+  load_access(x2, i, n, in.x2);
+#endif
+}
+
+// held_of forms the value being normalized: x, or x + residual rounded to
+// the dtype, or that sum in fp32.
+KI Held held_of(const Inputs& in) {
+  Held h;
+#if ADD == 0
+  h = in.x;
+#elif ADD == 1
+  h.zero();
+#pragma unroll
+  for (int t = 0; t < VEC; ++t) h.put(t, from_float<Elem>(in.x.get(t) + in.x2.get(t)));
+#else
+#pragma unroll
+  for (int t = 0; t < VEC; ++t) h.v[t] = in.x.get(t) + in.x2.get(t);
+#endif
+  return h;
+}
+
+// fetch reads access i: h is the value being normalized, h2 the second input.
+KI void fetch(const Elem* x, const Elem* x2, int i, int n, Held& h, Access& h2) {
+  Inputs in;
+  load_inputs(x, x2, i, n, in);
+  h = held_of(in);
+  h2 = in.x2;
+}
+
+// first_stat is one access's share of the first reduction. Elements past the
+// row's end are zeros and add nothing.
+KI float first_stat(const Held& h, const Access& h2) {
+  float s = 0.f;
+#pragma unroll
+  for (int t = 0; t < VEC; ++t) {
+    const float a = h.get(t);
+#if KIND == OP_RMS
+    s = fmaf(a, a, s);
+#elif KIND == OP_LAYER
+    s += a;
+#else
+    s = fmaf(a, h2.get(t), s);
+#endif
+  }
+  return s;
+}
+
+// centred_squares is one access's share of the LayerNorm variance.
+KI float centred_squares(const Held& h, int i, int n, float mean) {
+  float s = 0.f;
+#pragma unroll
+  for (int t = 0; t < VEC; ++t) {
+    const float d = i * VEC + t < n ? h.get(t) - mean : 0.f;
+    s = fmaf(d, d, s);
+  }
+  return s;
+}
+
+// store_held writes the value being normalized (the fused sum) to a row.
+KI void store_held(Elem* row, int i, int n, const Held& h) {
+  float a[VEC];
+#pragma unroll
+  for (int t = 0; t < VEC; ++t) a[t] = h.get(t);
+  store_access(row, i, n, a);
+}
+
+// Per-row statistics: mean (LayerNorm), the reciprocal r the row is scaled
+// by (rstd_in for L2 backward) and the dot product of L2 backward.
+struct RowStats {
+  float mean, r, dot;
+};
+
+// Columns are one access's weight and bias as stored (when the op has them).
+struct Columns {
+  Access w, b;
+};
+
+KI void load_columns(const Elem* w, const Elem* bias, int i, int n, Columns& c) {
+#if WEIGHT != 0
+  load_access(w, i, n, c.w);
+#endif
+#if BIAS
+  load_access(bias, i, n, c.b);
+#endif
+}
+
+// finish computes one access of the output row.
+KI void finish(const Held& h, const Access& h2, const Columns& c, const RowStats& st, float (&o)[VEC]) {
+#pragma unroll
+  for (int t = 0; t < VEC; ++t) {
+    const float a = h.get(t);
+#if KIND == OP_L2_BWD
+    o[t] = st.r * (a - st.dot * h2.get(t));
+#else
+#if WEIGHT == 0
+    const float g = 1.f;
+#elif WEIGHT == 1
+    const float g = c.w.get(t);
+#else
+    const float g = 1.f + c.w.get(t);
+#endif
+#if BIAS
+    const float b = c.b.get(t);
+#else
+    const float b = 0.f;
+#endif
+    o[t] = (a - st.mean) * st.r * g + b;  // mean is 0 except for LayerNorm
+#endif
+  }
+}
+
+// row_sum reduces over the threads that own one row.
+KI float row_sum(float v, float* scratch) {
+#if GROUP > 0
+  return group_sum<GROUP>(v);
+#else
+  return block_sum(v, scratch);
+#endif
+}
+
+// row_stats finishes a row's statistics from this thread's first partial
+// sum. The LayerNorm variance needs a second reduction over the centred
+// values; `centred` computes this thread's share (the entry knows where the
+// values are). Sums are divided by denom (N, or 1 for L2Norm's plain sum):
+// a division, not a product with 1/N, keeps the mean of an exactly summed
+// row exact, which matters where a near-constant row divides by sqrt(eps).
+template <class Centred>
+KI RowStats row_stats(float s1, float* scratch, float rin, float eps, float denom, Centred centred) {
+  RowStats st{0.f, 0.f, 0.f};
+  s1 = row_sum(s1, scratch);
+#if KIND == OP_RMS
+  st.r = rsqrtf(s1 / denom + eps);
+#elif KIND == OP_LAYER
+  st.mean = s1 / denom;
+  const float s2 = row_sum(centred(st.mean), scratch);
+  st.r = rsqrtf(s2 / denom + eps);
+#else
+  st.dot = s1;
+  st.r = rin;
+#endif
+  return st;
+}
+
+KI void write_stats(const RowStats& st, float* rstd_out, float* mean_out, i64 row) {
+  if (rstd_out) rstd_out[row] = st.r;
+  if (mean_out) mean_out[row] = st.mean;
+}
+
+#define NORM_PARAMS                                                                                             \
+  Elem *y, Elem *res_out, const Elem *x, const Elem *x2, const Elem *__restrict__ w, const Elem *__restrict__ bias, \
+      float *rstd_out, float *mean_out, const float *rstd_in, int rows, int n, int n_out, i64 ldy, i64 ldro,   \
+      i64 ldx, i64 ldx2, float eps, float denom
+
+#if !LOOPED
+extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
+  __shared__ float scratch[32];
+  const int accesses = (n + VEC - 1) / VEC;
+  // Rows are i64 so that row + step cannot overflow near 2^31 rows.
+#if GROUP > 0
+  const int lane = threadIdx.x % GROUP, threads = GROUP;
+  const int per_block = blockDim.x / GROUP;
+  i64 row = (i64)blockIdx.x * per_block + threadIdx.x / GROUP;
+  i64 first = row - (threadIdx.x % 32) / GROUP;  // the warp's first row: uniform across the warp
+  const int step = gridDim.x * per_block;
+#else
+  const int lane = threadIdx.x, threads = blockDim.x;
+  i64 row = blockIdx.x, first = row;
+  const int step = gridDim.x;
+#endif
+  Columns cols[VPT];
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) load_columns(w, bias, lane + k * threads, n, cols[k]);
+
+  // load_row issues the loads of one row (zeros past the end); the loop
+  // issues the next row's before it reduces the current one, so that memory
+  // stays busy through the reduction.
+  auto load_row = [&](i64 rw, Inputs (&in)[VPT]) {
+    const i64 r = rw < rows ? rw : 0;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      const int i = lane + k * threads;
+      if (rw < rows && i < accesses) {
+        load_inputs(x + r * ldx, x2 + r * ldx2, i, n, in[k]);
+      } else {
+        in[k].x.zero();
+        in[k].x2.zero();
+      }
+    }
+  };
+  Inputs cur[VPT];
+#if PREFETCH
+  load_row(row, cur);
+#endif
+
+  for (; first < rows; row += step, first += step) {
+#if !PREFETCH
+    load_row(row, cur);
+#endif
+    const bool live = row < rows;
+    const i64 r = live ? row : 0;
+    Elem* yr = y + r * ldy;
+#if KIND == OP_L2_BWD
+    const float rin = live ? rstd_in[row] : 0.f;
+#else
+    const float rin = 0.f;
+#endif
+
+    Held h[VPT];
+    Access h2[VPT];
+    float s1 = 0.f;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      h[k] = held_of(cur[k]);
+      h2[k] = cur[k].x2;
+      s1 += first_stat(h[k], h2[k]);
+    }
+#if ADD != 0
+#pragma unroll
+    for (int k = 0; k < VPT; ++k)
+      if (live && lane + k * threads < accesses) store_held(res_out + r * ldro, lane + k * threads, n, h[k]);
+#endif
+#if PREFETCH
+    load_row(row + step, cur);  // the next row, in flight during this one's reductions
+#endif
+
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) launder(h[k]), launder(h2[k]);
+    const RowStats st = row_stats(s1, scratch, rin, eps, denom, [&](float mean) {
+      float s2 = 0.f;
+#pragma unroll
+      for (int k = 0; k < VPT; ++k)
+        if (live && lane + k * threads < accesses) s2 += centred_squares(h[k], lane + k * threads, n, mean);
+      return s2;
+    });
+
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      const int i = lane + k * threads;
+      launder(h[k]), launder(cols[k].w), launder(cols[k].b);
+      if (live && i < accesses) {
+        float o[VEC];
+        finish(h[k], h2[k], cols[k], st, o);
+        store_access(yr, i, n, o);
+      }
+    }
+    if (live) {
+      if (n_out > n) zero_pad(yr, lane, threads, n, n_out);
+      if (lane == 0) write_stats(st, rstd_out, mean_out, row);
+    }
+  }
+}
+
+#else  // LOOPED
+
+extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARAMS) {
+  __shared__ float scratch[32];
+  // The cache: access i of the row at cache_h[i] (and y at cache_y[i] for L2
+  // backward). Each thread reads back only what it parked itself.
+  extern __shared__ __align__(16) unsigned char cache_bytes[];
+  const int accesses = (n + VEC - 1) / VEC;
+  Held* cache_h = reinterpret_cast<Held*>(cache_bytes);
+  Access* cache_y = reinterpret_cast<Access*>(cache_h + accesses);
+  const int lane = threadIdx.x, threads = blockDim.x;
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+    const Elem* xr = x + (i64)row * ldx;
+    const Elem* x2r = x2 + (i64)row * ldx2;
+    Elem* yr = y + (i64)row * ldy;
+    Elem* ror = res_out + (i64)row * ldro;
+#if KIND == OP_L2_BWD
+    const float rin = rstd_in[row];
+#else
+    const float rin = 0.f;
+#endif
+    // values returns access i of the row as the first pass saw it.
+    auto values = [&](int i, Held& h, Access& h2) {
+#if CACHE
+      h = cache_h[i];
+#if KIND == OP_L2_BWD
+      h2 = cache_y[i];
+#endif
+#else
+      fetch(xr, x2r, i, n, h, h2);
+#endif
+    };
+
+    float s1 = 0.f;
+    for (int i = lane; i < accesses; i += threads) {
+      Held h;
+      Access h2;
+      fetch(xr, x2r, i, n, h, h2);
+      s1 += first_stat(h, h2);
+#if CACHE
+      cache_h[i] = h;
+#if KIND == OP_L2_BWD
+      cache_y[i] = h2;
+#endif
+#if ADD != 0
+      store_held(ror, i, n, h);
+#endif
+#endif
+    }
+
+    const RowStats st = row_stats(s1, scratch, rin, eps, denom, [&](float mean) {
+      float s2 = 0.f;
+      for (int i = lane; i < accesses; i += threads) {
+        Held h;
+        Access h2;
+        values(i, h, h2);
+        s2 += centred_squares(h, i, n, mean);
+      }
+      return s2;
+    });
+
+    for (int i = lane; i < accesses; i += threads) {
+      Held h;
+      Access h2;
+      Columns c;
+      values(i, h, h2);
+      load_columns(w, bias, i, n, c);
+#if !CACHE && ADD != 0
+      store_held(ror, i, n, h);
+#endif
+      float o[VEC];
+      finish(h, h2, c, st, o);
+      store_access(yr, i, n, o);
+    }
+    if (n_out > n) zero_pad(yr, lane, threads, n, n_out);
+    if (lane == 0) write_stats(st, rstd_out, mean_out, row);
+  }
+}
+#endif  // LOOPED

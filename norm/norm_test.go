@@ -1,0 +1,447 @@
+package norm
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/jit"
+	"github.com/gokittens/kittens/tensor"
+)
+
+// TestParity runs every registered case: on the GPU against the CPU
+// reference, or the reference alone without one.
+func TestParity(t *testing.T) {
+	if dev := gputest.Maybe(t); dev != nil {
+		prepare(t, dev, false)
+	}
+	gputest.RunChecks(t, "norm")
+}
+
+// BenchmarkNorm times every registered bench case (GPU only).
+func BenchmarkNorm(b *testing.B) {
+	prepare(b, gputest.Device(b), true)
+	gputest.RunBenches(b, "norm")
+}
+
+// variant is the part of the kernel key an op and its options fix.
+func (d *opDef) variant(zeroCentered bool) kernelKey {
+	k := kernelKey{op: d.kind, bias: d.bias}
+	if d.weighted {
+		k.weight = weightOf(Options{ZeroCentered: zeroCentered})
+	}
+	if d.fused {
+		k.add = rmsAdd(Options{PadTo: d.padTo}) // LayerNorm has no pad variant
+	}
+	return k
+}
+
+// prepare compiles in parallel the specializations the registered cases
+// will launch (foreseen from their shapes; device allocations are 256-byte
+// aligned), so that the cases do not compile them one at a time.
+func prepare(tb testing.TB, dev *cuda.Device, benches bool) {
+	keys := map[kernelKey]bool{}
+	add := func(d *opDef, dt tensor.DType, rows, n, stride, yStride int, zeroCentered bool) {
+		k := d.variant(zeroCentered)
+		vec := 16 / dt.Size()
+		shape := rowShape{rows: rows, n: n, elemSize: dt.Size(), heldFP32: k.add == addFP32, cachesTwo: k.op == opL2Backward,
+			twoPass: k.op == opLayer, vector: stride%vec == 0 && yStride%vec == 0}
+		c := pickConfig(dev.Props(), shape)
+		k.dtype, k.vec, k.perThread, k.group, k.bound, k.prefetch, k.looped, k.cache = dt, c.vec, c.perThread, c.group, c.bound, c.prefetch, c.looped, c.cache
+		keys[k] = true
+	}
+	for _, d := range ops {
+		if benches {
+			for _, sh := range d.benches {
+				add(d, tensor.BF16, sh.rows, sh.n, sh.n, d.nOut(sh.n), false)
+			}
+			if d.padTo > 0 {
+				for _, sh := range gptOSSShapes {
+					add(d, tensor.BF16, sh.rows, sh.n, sh.n, ceilDiv(sh.n, gptOSSPad)*gptOSSPad, false)
+				}
+			}
+			continue
+		}
+		for _, c := range d.cases {
+			for _, dt := range activationDTypes {
+				stride, yStride := c.n, d.nOut(c.n)
+				if c.stride > 0 {
+					stride, yStride = c.stride, c.stride+d.nOut(c.n)-c.n
+				}
+				if c.inPlace {
+					yStride = stride
+				}
+				add(d, dt, c.rows, c.n, stride, yStride, c.zeroCentered)
+			}
+		}
+	}
+	var ks []jit.Kernel
+	for k := range keys {
+		ks = append(ks, k.kernel())
+	}
+	start := time.Now()
+	if err := jit.Prepare(dev, ks); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("prepared %d kernels in %v", len(ks), time.Since(start))
+	// The resource report: registers bound occupancy; local memory means spills.
+	for k := range keys {
+		fn, err := kernels.Get(dev, k)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		regs, _ := fn.Attribute(cuda.FuncNumRegs)
+		local, _ := fn.Attribute(cuda.FuncLocalSizeBytes)
+		if benches || local > 0 {
+			tb.Logf("%v: %d registers, %d bytes local", k.kernel().Defines, regs, local)
+		}
+	}
+}
+
+// host returns a host tensor holding vals (row-major).
+func host(dt tensor.DType, vals []float64, shape ...int) *tensor.Tensor {
+	t := tensor.New(dt, shape...)
+	t.SetFloat64s(vals)
+	return t
+}
+
+func assertClose(t *testing.T, what string, got, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > tol*math.Max(1, math.Abs(want[i])) {
+			t.Errorf("%s[%d] = %.9g, want %.9g", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestReferenceHandComputed checks the CPU reference on values worked out by
+// hand, through the public API.
+func TestReferenceHandComputed(t *testing.T) {
+	const f32 = tensor.F32
+	r := 1 / math.Sqrt(12.5)  // rows [3, 4]: mean square 12.5
+	ln := 1 / math.Sqrt(1.25) // rows [1, 2, 3, 4]: variance 1.25
+	cases := []struct {
+		name string
+		run  func() ([]float64, error)
+		want []float64
+	}{
+		{"rmsnorm", func() ([]float64, error) {
+			y := tensor.New(f32, 1, 2)
+			err := RMSNorm(nil, y, host(f32, []float64{3, 4}, 1, 2), host(f32, []float64{1, 2}, 2), Options{})
+			return y.Float64s(), err
+		}, []float64{3 * r, 8 * r}},
+		{"rmsnorm zero-centred", func() ([]float64, error) {
+			y := tensor.New(f32, 1, 2)
+			err := RMSNorm(nil, y, host(f32, []float64{3, 4}, 1, 2), host(f32, []float64{0, 1}, 2), Options{ZeroCentered: true})
+			return y.Float64s(), err
+		}, []float64{3 * r, 8 * r}},
+		{"rmsnorm rsigma", func() ([]float64, error) {
+			rs := tensor.New(f32, 2)
+			err := RMSNorm(nil, tensor.New(f32, 2, 2), host(f32, []float64{3, 4, 0, 0}, 2, 2), host(f32, []float64{1, 1}, 2),
+				Options{Eps: 1e-6, RStd: rs})
+			return rs.Float64s(), err
+		}, []float64{1 / math.Sqrt(12.5+1e-6), 1000}},
+		{"rmsnorm padded", func() ([]float64, error) {
+			y := tensor.New(f32, 1, 4)
+			err := RMSNorm(nil, y, host(f32, []float64{3, 4}, 1, 2), host(f32, []float64{1, 1}, 2), Options{PadTo: 4})
+			return y.Float64s(), err
+		}, []float64{3 * r, 4 * r, 0, 0}},
+		{"fused add rmsnorm", func() ([]float64, error) {
+			y, ro := tensor.New(f32, 1, 2), tensor.New(f32, 1, 2)
+			err := FusedAddRMSNorm(nil, y, ro, host(f32, []float64{1, 2}, 1, 2), host(f32, []float64{2, 2}, 1, 2),
+				host(f32, []float64{1, 2}, 2), Options{})
+			return append(y.Float64s(), ro.Float64s()...), err
+		}, []float64{3 * r, 8 * r, 3, 4}},
+		// bf16: 1 + 2^-9 rounds to 1, so the rounded sum's rsigma is exactly 1
+		// while the fp32 sum of the pad kernel sees the 2^-9.
+		{"fused add rounds the sum", func() ([]float64, error) {
+			rs := tensor.New(f32, 1)
+			err := FusedAddRMSNorm(nil, tensor.New(tensor.BF16, 1, 2), tensor.New(tensor.BF16, 1, 2),
+				host(tensor.BF16, []float64{1, 1}, 1, 2), host(tensor.BF16, []float64{0x1p-9, 0}, 1, 2),
+				host(tensor.BF16, []float64{1, 1}, 2), Options{RStd: rs})
+			return rs.Float64s(), err
+		}, []float64{1}},
+		{"fused add pad keeps the fp32 sum", func() ([]float64, error) {
+			rs := tensor.New(f32, 1)
+			err := FusedAddRMSNorm(nil, tensor.New(tensor.BF16, 1, 2), tensor.New(tensor.BF16, 1, 2),
+				host(tensor.BF16, []float64{1, 1}, 1, 2), host(tensor.BF16, []float64{0x1p-9, 0}, 1, 2),
+				host(tensor.BF16, []float64{1, 1}, 2), Options{RStd: rs, PadTo: 2})
+			return rs.Float64s(), err
+		}, []float64{1 / math.Sqrt(((1+0x1p-9)*(1+0x1p-9)+1)/2)}},
+		{"layernorm", func() ([]float64, error) {
+			y, mean, rstd := tensor.New(f32, 1, 4), tensor.New(f32, 1), tensor.New(f32, 1)
+			err := LayerNorm(nil, y, host(f32, []float64{1, 2, 3, 4}, 1, 4), host(f32, []float64{1, 1, 1, 2}, 4),
+				host(f32, []float64{0.5, 0.5, 0.5, 0.5}, 4), Options{Mean: mean, RStd: rstd})
+			return append(y.Float64s(), mean.Float64s()[0], rstd.Float64s()[0]), err
+		}, []float64{-1.5*ln + 0.5, -0.5*ln + 0.5, 0.5*ln + 0.5, 3*ln + 0.5, 2.5, ln}},
+		{"layernorm zero row gives the bias", func() ([]float64, error) {
+			y := tensor.New(f32, 1, 2)
+			err := LayerNorm(nil, y, host(f32, []float64{0, 0}, 1, 2), host(f32, []float64{3, 3}, 2),
+				host(f32, []float64{0.25, -1}, 2), Options{Eps: 1e-5})
+			return y.Float64s(), err
+		}, []float64{0.25, -1}},
+		{"fused add layernorm", func() ([]float64, error) {
+			y, ro := tensor.New(f32, 1, 4), tensor.New(f32, 1, 4)
+			err := FusedAddLayerNorm(nil, y, ro, host(f32, []float64{0, 1, 2, 3}, 1, 4), host(f32, []float64{1, 1, 1, 1}, 1, 4),
+				host(f32, []float64{1, 1, 1, 1}, 4), nil, Options{})
+			return append(y.Float64s(), ro.Float64s()...), err
+		}, []float64{-1.5 * ln, -0.5 * ln, 0.5 * ln, 1.5 * ln, 1, 2, 3, 4}},
+		{"l2norm", func() ([]float64, error) {
+			y, rs := tensor.New(f32, 1, 2), tensor.New(f32, 1)
+			err := L2Norm(nil, y, host(f32, []float64{3, 4}, 1, 2), Options{RStd: rs})
+			return append(y.Float64s(), rs.Float64s()...), err
+		}, []float64{0.6, 0.8, 0.2}},
+		{"l2norm zero row", func() ([]float64, error) {
+			y, rs := tensor.New(f32, 1, 2), tensor.New(f32, 1)
+			err := L2Norm(nil, y, host(f32, []float64{0, 0}, 1, 2), Options{Eps: 1e-6, RStd: rs})
+			return append(y.Float64s(), rs.Float64s()...), err
+		}, []float64{0, 0, 1000}},
+		{"l2norm backward", func() ([]float64, error) {
+			dx := tensor.New(f32, 1, 2)
+			err := L2NormBackward(nil, dx, host(f32, []float64{0.6, 0.8}, 1, 2), host(f32, []float64{1, 0}, 1, 2),
+				host(f32, []float64{0.2}, 1))
+			return dx.Float64s(), err
+		}, []float64{0.2 * (1 - 0.36), 0.2 * (0 - 0.48)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := c.run()
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertClose(t, c.name, got, c.want, 1e-6)
+		})
+	}
+}
+
+// TestPaddingIsPositiveZero checks the pad columns hold +0.0 bit for bit.
+func TestPaddingIsPositiveZero(t *testing.T) {
+	y := tensor.New(tensor.BF16, 2, 8)
+	y.Poison()
+	x := host(tensor.BF16, []float64{-1, -2, -3, 1, 2, 3}, 2, 3)
+	if err := RMSNorm(nil, y, x, host(tensor.BF16, []float64{1, 1, 1}, 3), Options{PadTo: 8, Eps: 1e-6}); err != nil {
+		t.Fatal(err)
+	}
+	b := y.Bytes()
+	for row := range 2 {
+		for col := 3; col < 8; col++ {
+			if off := (row*8 + col) * 2; b[off] != 0 || b[off+1] != 0 {
+				t.Errorf("pad element [%d,%d] has bits %#02x%02x, want +0", row, col, b[off+1], b[off])
+			}
+		}
+	}
+}
+
+// TestInPlaceMatchesOutOfPlace runs fused_add_rmsnorm both ways on the host.
+func TestInPlaceMatchesOutOfPlace(t *testing.T) {
+	rng, _ := tensor.NewRNG()
+	x := tensor.Rand(rng, tensor.BF16, 1, 5, 33)
+	res := tensor.Rand(rng, tensor.BF16, 1, 5, 33)
+	w := tensor.Rand(rng, tensor.BF16, 1, 33)
+	y, ro := tensor.New(tensor.BF16, 5, 33), tensor.New(tensor.BF16, 5, 33)
+	o := Options{Eps: 1e-6}
+	if err := FusedAddRMSNorm(nil, y, ro, x, res, w, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := FusedAddRMSNorm(nil, x, res, x, res, w, o); err != nil {
+		t.Fatal(err)
+	}
+	if string(x.Bytes()) != string(y.Bytes()) || string(res.Bytes()) != string(ro.Bytes()) {
+		t.Fatal("in-place results differ from out-of-place ones")
+	}
+}
+
+// TestZeroRowsIsANoOp checks M = 0 returns nil and touches nothing.
+func TestZeroRowsIsANoOp(t *testing.T) {
+	x, y := tensor.New(tensor.BF16, 0, 16), tensor.New(tensor.BF16, 0, 16)
+	w := tensor.New(tensor.BF16, 16)
+	rs := tensor.New(tensor.F32, 0)
+	if err := RMSNorm(nil, y, x, w, Options{RStd: rs}); err != nil {
+		t.Fatal(err)
+	}
+	if err := L2NormBackward(nil, y, x, x, rs); err != nil {
+		t.Fatal(err)
+	}
+	if err := FusedAddLayerNorm(nil, y, tensor.New(tensor.BF16, 0, 16), x, tensor.New(tensor.BF16, 0, 16), w, w, Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// badCall is one invalid call: the tensors it writes are poisoned before and
+// must stay poisoned after.
+type badCall struct {
+	name    string
+	wantErr string
+	call    func() (written []*tensor.Tensor, err error)
+}
+
+func TestValidation(t *testing.T) {
+	const bf, f32 = tensor.BF16, tensor.F32
+	x := func() *tensor.Tensor { return tensor.New(bf, 4, 8) }
+	w := func() *tensor.Tensor { return tensor.New(bf, 8) }
+	out := func(dt tensor.DType, shape ...int) *tensor.Tensor {
+		t := tensor.New(dt, shape...)
+		t.Poison()
+		return t
+	}
+	// shared storage for the overlap cases: rows of 8 with stride 10
+	base, _ := tensor.NewStrided(bf, []int{4, 8}, []int{10, 1})
+	shifted, _ := base.View(bf, []int{4, 8}, []int{9, 1}) // same start, other layout: overlaps base partly
+	cases := []badCall{
+		{"x rank 1", "argument x: has rank 1", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, tensor.New(bf, 32), w(), Options{})
+		}},
+		{"y rank 3", "argument y: has rank 3", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8, 1)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), w(), Options{})
+		}},
+		{"y shape", "argument y: has shape [4 9]", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 9)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), w(), Options{})
+		}},
+		{"padded y shape", "argument y: has shape [4 8], want [4 16]", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), w(), Options{PadTo: 16})
+		}},
+		{"w length", "argument w: has shape [7]", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), tensor.New(bf, 7), Options{})
+		}},
+		{"residual shape", "argument residual: has shape [3 8]", func() ([]*tensor.Tensor, error) {
+			y, ro := out(bf, 4, 8), out(bf, 4, 8)
+			return []*tensor.Tensor{y, ro}, FusedAddRMSNorm(nil, y, ro, x(), tensor.New(bf, 3, 8), w(), Options{})
+		}},
+		{"residualOut shape", "argument residualOut: has shape [4 16]", func() ([]*tensor.Tensor, error) {
+			y, ro := out(bf, 4, 16), out(bf, 4, 16)
+			return []*tensor.Tensor{y, ro}, FusedAddRMSNorm(nil, y, ro, x(), x(), w(), Options{PadTo: 16})
+		}},
+		{"x dtype", "argument x: has dtype i32", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, tensor.New(tensor.I32, 4, 8), w(), Options{})
+		}},
+		{"w dtype", "argument w: has dtype f16", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), tensor.New(tensor.F16, 8), Options{})
+		}},
+		{"y dtype", "argument y: has dtype f32", func() ([]*tensor.Tensor, error) {
+			y := out(f32, 4, 8)
+			return []*tensor.Tensor{y}, LayerNorm(nil, y, x(), w(), w(), Options{})
+		}},
+		{"rstd dtype", "argument Options.RStd: has dtype bf16", func() ([]*tensor.Tensor, error) {
+			y, rs := out(bf, 4, 8), out(bf, 4)
+			return []*tensor.Tensor{y, rs}, RMSNorm(nil, y, x(), w(), Options{RStd: rs})
+		}},
+		{"mean shape", "argument Options.Mean: has shape [5]", func() ([]*tensor.Tensor, error) {
+			y, mean := out(bf, 4, 8), out(f32, 5)
+			return []*tensor.Tensor{y, mean}, LayerNorm(nil, y, x(), w(), nil, Options{Mean: mean})
+		}},
+		{"backward rstd missing", "argument rstd: is nil", func() ([]*tensor.Tensor, error) {
+			dx := out(bf, 4, 8)
+			return []*tensor.Tensor{dx}, L2NormBackward(nil, dx, x(), x(), nil)
+		}},
+		{"w missing", "argument w: is nil", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), nil, Options{})
+		}},
+		{"empty rows", "argument x: has empty rows", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 0)
+			return []*tensor.Tensor{y}, L2Norm(nil, y, tensor.New(bf, 4, 0), Options{})
+		}},
+		{"negative eps", "argument Options.Eps: is -1", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), w(), Options{Eps: -1})
+		}},
+		{"NaN eps", "argument Options.Eps: is NaN", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, L2Norm(nil, y, x(), Options{Eps: math.NaN()})
+		}},
+		{"negative PadTo", "argument Options.PadTo: is -8", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), w(), Options{PadTo: -8})
+		}},
+		{"ZeroCentered on LayerNorm", "Options.ZeroCentered: applies to RMSNorm only", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, LayerNorm(nil, y, x(), w(), nil, Options{ZeroCentered: true})
+		}},
+		{"PadTo on L2Norm", "Options.PadTo: applies to RMSNorm only", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, L2Norm(nil, y, x(), Options{PadTo: 8})
+		}},
+		{"Mean on RMSNorm", "Options.Mean: applies to LayerNorm only", func() ([]*tensor.Tensor, error) {
+			y, mean := out(bf, 4, 8), out(f32, 4)
+			return []*tensor.Tensor{y, mean}, RMSNorm(nil, y, x(), w(), Options{Mean: mean})
+		}},
+		{"y partly overlaps x", "argument y: partly overlaps x", func() ([]*tensor.Tensor, error) {
+			base.Poison()
+			return []*tensor.Tensor{base}, RMSNorm(nil, base, shifted, w(), Options{})
+		}},
+		{"in place over w", "argument y: overlaps w", func() ([]*tensor.Tensor, error) {
+			xs := out(bf, 4, 8)
+			ws, _ := xs.View(bf, []int{8}, []int{1})
+			return []*tensor.Tensor{xs}, RMSNorm(nil, xs, xs, ws, Options{})
+		}},
+		{"residualOut is x", "argument residualOut: overlaps x", func() ([]*tensor.Tensor, error) {
+			xs, y := out(bf, 4, 8), out(bf, 4, 8)
+			return []*tensor.Tensor{xs, y}, FusedAddRMSNorm(nil, y, xs, xs, x(), w(), Options{})
+		}},
+		{"y is residual", "argument y: overlaps residual", func() ([]*tensor.Tensor, error) {
+			res, ro := out(bf, 4, 8), out(bf, 4, 8)
+			return []*tensor.Tensor{res, ro}, FusedAddRMSNorm(nil, res, ro, x(), res, w(), Options{})
+		}},
+		{"y is residualOut", "argument y: overlaps residualOut", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, FusedAddLayerNorm(nil, y, y, x(), x(), w(), nil, Options{})
+		}},
+		{"rstd overlaps mean", "argument Options.RStd: overlaps Options.Mean", func() ([]*tensor.Tensor, error) {
+			y, st := out(bf, 4, 8), out(f32, 4)
+			return []*tensor.Tensor{y, st}, LayerNorm(nil, y, x(), w(), nil, Options{RStd: st, Mean: st})
+		}},
+		{"dx is y", "argument dx: overlaps y", func() ([]*tensor.Tensor, error) {
+			ys := out(bf, 4, 8)
+			return []*tensor.Tensor{ys}, L2NormBackward(nil, ys, ys, x(), tensor.New(f32, 4))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			written, err := c.call()
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, c.wantErr)
+			}
+			for _, w := range written {
+				for i, b := range w.Bytes() {
+					if b != 0xFF {
+						t.Fatalf("byte %d of an output was written (%#x) before the error", i, b)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMixedLocations needs a device tensor, so a GPU.
+func TestMixedLocations(t *testing.T) {
+	dev := gputest.Device(t)
+	xd, err := tensor.New(tensor.BF16, 4, 8).ToDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xd.Free()
+	y := tensor.New(tensor.BF16, 4, 8)
+	y.Poison()
+	err = RMSNorm(nil, y, xd, tensor.New(tensor.BF16, 8), Options{})
+	if err == nil || !strings.Contains(err.Error(), "is on") {
+		t.Fatalf("error %v, want a location mismatch", err)
+	}
+	for _, b := range y.Bytes() {
+		if b != 0xFF {
+			t.Fatal("host output written despite the error")
+		}
+	}
+}
