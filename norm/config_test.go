@@ -29,24 +29,24 @@ func TestPickConfigChoices(t *testing.T) {
 		{"1000 bf16: a warp per row", propsH100,
 			rowShape{rows: 100, n: 1000, elemSize: 2, vector: true},
 			config{vec: 8, perThread: 4, group: 32, threads: 256, bound: 256, grid: 13}},
-		{"7168 bf16: 448 threads x 2", propsH100,
+		{"7168 bf16: a block of 224 threads x 4 per row", propsH100,
 			rowShape{rows: 16384, n: 7168, elemSize: 2, vector: true},
-			config{vec: 8, perThread: 2, threads: 448, bound: 512, grid: 132 * 4, prefetch: true}},
-		{"LayerNorm 7168 bf16: 224 threads x 4", propsH100,
-			rowShape{rows: 16384, n: 7168, elemSize: 2, twoPass: true, vector: true},
-			config{vec: 8, perThread: 4, threads: 224, bound: 512, grid: 132 * 9, prefetch: true}},
-		{"few rows: no prefetch", propsH100,
+			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true}},
+		{"few rows", propsH100,
 			rowShape{rows: 32, n: 8192, elemSize: 2, vector: true},
-			config{vec: 8, perThread: 2, threads: 512, bound: 512, grid: 32}},
+			config{vec: 8, perThread: 4, threads: 256, bound: 256, grid: 32, waves: true}},
 		{"16384 bf16: 512 threads x 4", propsH100,
 			rowShape{rows: 16384, n: 16384, elemSize: 2, vector: true},
-			config{vec: 8, perThread: 4, threads: 512, bound: 512, grid: 132 * 4, prefetch: true}},
+			config{vec: 8, perThread: 4, threads: 512, bound: 512, grid: 16384, waves: true}},
+		{"1032 bf16: at least two warps", propsSmall,
+			rowShape{rows: 5, n: 1032, elemSize: 2, vector: true},
+			config{vec: 8, perThread: 4, threads: 64, bound: 64, grid: 5, waves: true}},
 		{"2880 bf16 unaligned: scalar accesses, looped", propsH100,
 			rowShape{rows: 4, n: 2880, elemSize: 2},
 			config{vec: 1, threads: 512, bound: 512, grid: 4, looped: true, cache: true, shared: 2880 * 4}},
 		{"2048 bf16 unaligned: 512 threads x 4", propsH100,
 			rowShape{rows: 4, n: 2048, elemSize: 2},
-			config{vec: 1, perThread: 4, threads: 512, bound: 512, grid: 4}},
+			config{vec: 1, perThread: 4, threads: 512, bound: 512, grid: 4, waves: true}},
 		{"65536 bf16 cached in shared memory", propsH100,
 			rowShape{rows: 3, n: 65536, elemSize: 2, vector: true},
 			config{vec: 8, threads: 512, bound: 512, grid: 3, looped: true, cache: true, shared: 128 << 10}},
@@ -90,13 +90,11 @@ func TestPickConfigInvariants(t *testing.T) {
 	for _, props := range []cuda.Props{propsH100, propsSmall} {
 		for _, size := range []int{2, 4} {
 			for _, fp32 := range []bool{false, true} {
-				twoPass := fp32 // both halves of the sweep see each block-size target
 				for _, two := range []bool{false, true} {
 					for _, vector := range []bool{false, true} {
 						for _, n := range ns {
 							for _, rows := range []int{1, 7, 100_000} {
-								s := rowShape{rows: rows, n: n, elemSize: size, heldFP32: fp32, cachesTwo: two, twoPass: twoPass,
-									vector: vector}
+								s := rowShape{rows: rows, n: n, elemSize: size, heldFP32: fp32, cachesTwo: two, vector: vector}
 								checkConfig(t, props, s, pickConfig(props, s))
 							}
 						}

@@ -77,7 +77,7 @@ func (j *job) vectorOK() bool {
 
 func (j *job) shape() rowShape {
 	return rowShape{rows: j.rows(), n: j.n(), elemSize: j.x.DType().Size(), heldFP32: j.add == addFP32,
-		cachesTwo: j.op == opL2Backward, twoPass: j.op == opLayer, vector: j.vectorOK()}
+		cachesTwo: j.op == opL2Backward, vector: j.vectorOK()}
 }
 
 func (j *job) key(c config) kernelKey {
@@ -132,9 +132,15 @@ func residentBlocks(fn *cuda.Function, threads, shared int) int {
 
 // launch runs a validated job on its device.
 func (j *job) launch(s *cuda.Stream) error {
+	return j.launchWith(s, pickConfig(j.x.Device().Props(), j.shape()))
+}
+
+// launchWith runs a validated job with a given configuration. Unless the
+// configuration asks for waves, the grid is lowered to what is resident at
+// once, so that the row-striding blocks never wait for a second wave.
+func (j *job) launchWith(s *cuda.Stream, c config) error {
 	dev := j.x.Device()
 	props := dev.Props()
-	c := pickConfig(props, j.shape())
 	fn, err := kernels.Get(dev, j.key(c))
 	if err != nil {
 		return err
@@ -144,7 +150,7 @@ func (j *job) launch(s *cuda.Stream) error {
 			return fmt.Errorf("norm: %w", err)
 		}
 	}
-	if perSM := residentBlocks(fn, c.threads, c.shared); perSM > 0 {
+	if perSM := residentBlocks(fn, c.threads, c.shared); perSM > 0 && !c.waves {
 		c.grid = min(c.grid, props.SMs*perSM)
 	}
 	args := cuda.NewArgs().

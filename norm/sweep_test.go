@@ -1,0 +1,136 @@
+package norm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/tensor"
+)
+
+// BenchmarkSweep times launch shapes the picker might choose, on the shapes
+// whose bandwidth matters most, so the picker's constants come from one
+// measured table. It runs only with KITTENS_NORM_SWEEP=1 (a GPU and several
+// minutes). Each line: op, shape, config, µs, GB/s.
+func BenchmarkSweep(b *testing.B) {
+	if os.Getenv("KITTENS_NORM_SWEEP") != "1" {
+		b.Skip("set KITTENS_NORM_SWEEP=1")
+	}
+	dev := gputest.Device(b)
+	type shape struct {
+		name    string
+		op      opKind
+		add     addMode
+		weight  weightMode
+		bias    bool
+		m, n    int
+		tensors int // row tensors read + written
+	}
+	shapes := []shape{
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 8192, 2},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 4096, 2},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 65536, 128, 2},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 16384, 8192, 4},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 65536, 128, 4},
+		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 8192, 2},
+		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 128, 2},
+	}
+	for _, sh := range shapes {
+		newJob := func() (*job, func()) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			var frees []*tensor.Tensor
+			dt := func(shape ...int) *tensor.Tensor {
+				h := tensor.Rand(rng, tensor.BF16, 1, shape...)
+				d, err := h.ToDevice(dev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				frees = append(frees, d)
+				return d
+			}
+			j := &job{op: sh.op, add: sh.add, weight: sh.weight, x: dt(sh.m, sh.n), y: dt(sh.m, sh.n), eps: 1e-6, denom: float64(sh.n)}
+			if sh.weight != weightNone {
+				j.w = dt(sh.n)
+			} else {
+				j.denom = 1
+			}
+			if sh.bias {
+				j.b = dt(sh.n)
+			}
+			if sh.add != addNone {
+				j.x2, j.residualOut = dt(sh.m, sh.n), dt(sh.m, sh.n)
+			}
+			j.nOut = sh.n
+			return j, func() {
+				for _, t := range frees {
+					t.Free()
+				}
+			}
+		}
+		probe, free := newJob()
+		base := pickConfig(dev.Props(), probe.shape())
+		free()
+		accesses := ceilDiv(sh.n, base.vec)
+		var cfgs []config
+		add := func(c config) { cfgs = append(cfgs, c) }
+		if base.group > 0 {
+			for _, pt := range []int{1, 2, 4} {
+				group := nextPow2(ceilDiv(accesses, pt))
+				if group > 32 {
+					continue
+				}
+				for _, threads := range []int{128, 256, 512} {
+					for _, waves := range []bool{false, true} {
+						c := base
+						c.perThread, c.group, c.threads, c.bound, c.waves = pt, group, threads, threads, waves
+						rowsPerBlock := threads / group
+						c.grid = ceilDiv(sh.m, rowsPerBlock)
+						if !waves {
+							c.grid = min(c.grid, dev.Props().SMs*2048/threads)
+						}
+						c.prefetch = !waves && sh.m > c.grid*rowsPerBlock
+						add(c)
+					}
+				}
+			}
+		} else {
+			for _, pt := range []int{1, 2, 4} {
+				threads := roundUp(ceilDiv(accesses, pt), 32)
+				if threads > 1024 || threads < 64 {
+					continue
+				}
+				for _, waves := range []bool{false, true} {
+					for _, bound := range []int{threads, 1024} {
+						c := base
+						c.perThread, c.threads, c.bound, c.waves = pt, threads, bound, waves
+						c.grid = sh.m
+						if !waves {
+							c.grid = min(sh.m, dev.Props().SMs*max(1, 2048/threads))
+						}
+						c.prefetch = !waves && sh.m > c.grid
+						add(c)
+					}
+				}
+			}
+		}
+		bytes := int64(sh.tensors)*int64(sh.m)*int64(sh.n)*2 + int64(sh.n)*2
+		for _, c := range cfgs {
+			cb := registry.Bench{Name: "sweep", Bytes: bytes, New: func(*cuda.Device, *rand.Rand) (registry.Instance, error) {
+				j, free := newJob()
+				return registry.Instance{Run: func(s *cuda.Stream) error { return j.launchWith(s, c) }, Free: free}, nil
+			}}
+			r, err := bench.Measure(dev, cb, bench.Options{Runs: 100})
+			status := ""
+			if err != nil {
+				status = err.Error()
+			}
+			fmt.Printf("SWEEP %-18s %6dx%-5d pt=%d grp=%-2d thr=%-4d bound=%-4d waves=%-5v prefetch=%-5v %8.2f us %7.0f GB/s %s\n",
+				sh.name, sh.m, sh.n, c.perThread, c.group, c.threads, c.bound, c.waves, c.prefetch, r.MedianUS, r.GBs, status)
+		}
+	}
+}
