@@ -39,7 +39,7 @@ func TestKernelsCompile(t *testing.T) {
 			for _, n := range []int{1, 16, 64, 128, 1000, 2048, 2880, 4097, 7168, 16384, 65536} {
 				for _, vector := range []bool{false, true} {
 					c := pickConfig(propsH100, rowShape{rows: 4096, n: n, elemSize: dt.Size(), heldFP32: v.add == addFP32,
-						cachesTwo: v.op == opL2Backward, vector: vector})
+						cachesTwo: v.op == opL2Backward, twoPass: v.op == opLayer, vector: vector})
 					k := v
 					k.dtype, k.vec, k.perThread, k.group, k.bound, k.prefetch, k.looped, k.cache = dt, c.vec, c.perThread, c.group, c.bound, c.prefetch, c.looped, c.cache
 					keys[k] = true

@@ -32,6 +32,9 @@ func TestPickConfigChoices(t *testing.T) {
 		{"7168 bf16: a block of 224 threads x 4 per row", propsH100,
 			rowShape{rows: 16384, n: 7168, elemSize: 2, vector: true},
 			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true}},
+		{"LayerNorm 7168 bf16: a resident grid of 224 threads x 4", propsH100,
+			rowShape{rows: 16384, n: 7168, elemSize: 2, twoPass: true, vector: true},
+			config{vec: 8, perThread: 4, threads: 224, bound: 512, grid: 132 * 9, prefetch: true}},
 		{"few rows", propsH100,
 			rowShape{rows: 32, n: 8192, elemSize: 2, vector: true},
 			config{vec: 8, perThread: 4, threads: 256, bound: 256, grid: 32, waves: true}},
@@ -94,7 +97,8 @@ func TestPickConfigInvariants(t *testing.T) {
 					for _, vector := range []bool{false, true} {
 						for _, n := range ns {
 							for _, rows := range []int{1, 7, 100_000} {
-								s := rowShape{rows: rows, n: n, elemSize: size, heldFP32: fp32, cachesTwo: two, vector: vector}
+								s := rowShape{rows: rows, n: n, elemSize: size, heldFP32: fp32, cachesTwo: two, twoPass: fp32,
+									vector: vector}
 								checkConfig(t, props, s, pickConfig(props, s))
 							}
 						}

@@ -77,7 +77,7 @@ func (j *job) vectorOK() bool {
 
 func (j *job) shape() rowShape {
 	return rowShape{rows: j.rows(), n: j.n(), elemSize: j.x.DType().Size(), heldFP32: j.add == addFP32,
-		cachesTwo: j.op == opL2Backward, vector: j.vectorOK()}
+		cachesTwo: j.op == opL2Backward, twoPass: j.op == opLayer, vector: j.vectorOK()}
 }
 
 func (j *job) key(c config) kernelKey {

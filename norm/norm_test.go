@@ -48,7 +48,7 @@ func prepare(tb testing.TB, dev *cuda.Device, benches bool) {
 		k := d.variant(zeroCentered)
 		vec := 16 / dt.Size()
 		shape := rowShape{rows: rows, n: n, elemSize: dt.Size(), heldFP32: k.add == addFP32, cachesTwo: k.op == opL2Backward,
-			vector: stride%vec == 0 && yStride%vec == 0}
+			twoPass: k.op == opLayer, vector: stride%vec == 0 && yStride%vec == 0}
 		c := pickConfig(dev.Props(), shape)
 		k.dtype, k.vec, k.perThread, k.group, k.bound, k.prefetch, k.looped, k.cache = dt, c.vec, c.perThread, c.group, c.bound, c.prefetch, c.looped, c.cache
 		keys[k] = true

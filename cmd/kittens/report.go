@@ -13,7 +13,7 @@ import (
 func (c *cli) report(args []string) int {
 	fs := c.flags("report")
 	write := fs.String("write", "", "write the merged report as markdown to this file (BENCH.md)")
-	if !c.parse(fs, args) {
+	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
 	if fs.NArg() == 0 {
