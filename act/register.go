@@ -149,25 +149,6 @@ func parity(c caseDef, dt tensor.DType, gated bool, run func(y, x *tensor.Tensor
 	}}
 }
 
-// deviceRand allocates a device tensor of N(0,1) values. Benchmarks need
-// large inputs fast, so one host block of up to 1 Mi random elements is
-// drawn and copied over the tensor as many times as it takes.
-func deviceRand(dev *cuda.Device, rng *rand.Rand, dt tensor.DType, shape ...int) (*tensor.Tensor, error) {
-	t, err := tensor.Empty(dev, dt, shape...)
-	if err != nil {
-		return nil, err
-	}
-	n := t.Numel()
-	block := tensor.Rand(rng, dt, 1, min(max(n, 1), 1<<20)).Bytes()
-	for off := 0; off < n*dt.Size(); off += len(block) {
-		if err := dev.CopyHtoD(t.Ptr()+cuda.DevicePtr(off), block[:min(len(block), n*dt.Size()-off)]); err != nil {
-			t.Free()
-			return nil, err
-		}
-	}
-	return t, nil
-}
-
 // benchCase is one benchmark: x and y shapes, and the op on a stream.
 func benchCase(name string, xShape, yShape []int, run func(s *cuda.Stream, y, x *tensor.Tensor) error,
 	torch *registry.TorchCase) registry.Bench {
@@ -183,7 +164,7 @@ func benchCase(name string, xShape, yShape []int, run func(s *cuda.Stream, y, x 
 		Bytes: 2 * (numel(xShape) + numel(yShape)),
 		Torch: torch,
 		New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
-			x, err := deviceRand(dev, rng, tensor.BF16, xShape...)
+			x, err := tensor.RandDevice(dev, rng, tensor.BF16, 0, 1, xShape...)
 			if err != nil {
 				return registry.Instance{}, err
 			}

@@ -65,7 +65,7 @@ func BenchmarkSweep(b *testing.B) {
 					name := fmt.Sprintf("%s/u%d/b%d/w%d", c.name, unroll, block, waves)
 					bc := registry.Bench{Bytes: 2 * int64(numel(c.x)+numel(c.y)),
 						New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
-							x, err := deviceRand(dev, rng, tensor.BF16, c.x...)
+							x, err := tensor.RandDevice(dev, rng, tensor.BF16, 0, 1, c.x...)
 							if err != nil {
 								return registry.Instance{}, err
 							}

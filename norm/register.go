@@ -271,30 +271,6 @@ func (d *opDef) checks() []registry.Check {
 // benchShape is one benchmark case, bf16.
 type benchShape struct{ rows, n int }
 
-// benchFillElems bounds the random host data a bench tensor is filled
-// from; the device copy repeats it (values, not zeros, are what matter).
-const benchFillElems = 1 << 16
-
-// deviceRandom allocates a device tensor filled with N(mean, std²) values.
-func deviceRandom(dev *cuda.Device, rng *rand.Rand, dt tensor.DType, mean, std float64, shape ...int) (*tensor.Tensor, error) {
-	t, err := tensor.Empty(dev, dt, shape...)
-	if err != nil {
-		return nil, err
-	}
-	span := t.SpanBytes()
-	h := tensor.New(dt, min(span/dt.Size(), benchFillElems))
-	h.FillNormal(rng, mean, std)
-	err = dev.CopyHtoD(t.Ptr(), h.Bytes())
-	for done := len(h.Bytes()); err == nil && done < span; done *= 2 {
-		err = dev.CopyDtoD(t.Ptr()+cuda.DevicePtr(done), t.Ptr(), min(done, span-done))
-	}
-	if err != nil {
-		t.Free()
-		return nil, err
-	}
-	return t, nil
-}
-
 // bench builds one benchmark case. Fused ops run in place as serving does
 // (y = x, residualOut = residual); the bytes count each input read once and
 // each output written once.
@@ -374,7 +350,7 @@ func (a *allocator) random(dt tensor.DType, mean, std float64, shape ...int) *te
 	if a.err != nil {
 		return nil
 	}
-	t, err := deviceRandom(a.dev, a.rng, dt, mean, std, shape...)
+	t, err := tensor.RandDevice(a.dev, a.rng, dt, mean, std, shape...)
 	if err != nil {
 		a.err = err
 		return nil

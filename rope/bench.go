@@ -19,26 +19,6 @@ const (
 	benchMaxPos  = 16384 // cache rows of the serving cases; positions are drawn below it
 )
 
-// deviceRandom allocates a device tensor filled with N(0, 1) values: one
-// random host block of up to 1 M elements, copied over the whole tensor
-// (timing needs non-zero data, not independent draws).
-func deviceRandom(dev *cuda.Device, rng *rand.Rand, dt tensor.DType, shape ...int) (*tensor.Tensor, error) {
-	t, err := tensor.Empty(dev, dt, shape...)
-	if err != nil {
-		return nil, err
-	}
-	h := tensor.New(dt, min(t.Numel(), 1<<20))
-	h.FillNormal(rng, 0, 1)
-	b, total := h.Bytes(), t.Numel()*dt.Size()
-	for off := 0; off < total; off += len(b) {
-		if err := dev.CopyHtoD(t.Ptr()+cuda.DevicePtr(off), b[:min(len(b), total-off)]); err != nil {
-			t.Free()
-			return nil, err
-		}
-	}
-	return t, nil
-}
-
 // onDevice copies host tensors to dev, freeing what it made on an error.
 func onDevice(dev *cuda.Device, hs ...*tensor.Tensor) ([]*tensor.Tensor, error) {
 	out := make([]*tensor.Tensor, 0, len(hs))
@@ -89,7 +69,7 @@ func qkBenches() []registry.Bench {
 			New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
 				var ts []*tensor.Tensor
 				for _, h := range []int{c.hq, c.hk} {
-					x, err := deviceRandom(dev, rng, benchDT, c.t, h, c.d)
+					x, err := tensor.RandDevice(dev, rng, benchDT, 0, 1, c.t, h, c.d)
 					if err != nil {
 						freeAll(ts)
 						return registry.Instance{}, err
@@ -128,7 +108,7 @@ func bhsdBenches() []registry.Bench {
 			Name:  fmt.Sprintf("%dx%dx%dx%d bf16", b, h, s, d),
 			Bytes: 2*n*int64(benchDT.Size()) + int64(2*s*d/2*benchCacheDT.Size()),
 			New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
-				x, err := deviceRandom(dev, rng, benchDT, b, h, s, d)
+				x, err := tensor.RandDevice(dev, rng, benchDT, 0, 1, b, h, s, d)
 				if err != nil {
 					return registry.Instance{}, err
 				}

@@ -191,7 +191,7 @@ func (b benchShape) bench() registry.Bench {
 
 // alloc allocates one input (random, std 1) and one output on dev.
 func (b benchShape) alloc(dev *cuda.Device, rng *rand.Rand) (x, y *tensor.Tensor, err error) {
-	if x, err = tensor.Rand(rng, b.DType, 1, b.M, b.N).ToDevice(dev); err != nil {
+	if x, err = tensor.RandDevice(dev, rng, b.DType, 0, 1, b.M, b.N); err != nil {
 		return nil, nil, err
 	}
 	if y, err = tensor.Empty(dev, b.DType, b.M, b.N); err != nil {

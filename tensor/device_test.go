@@ -82,3 +82,26 @@ func TestDeviceRoundTrips(t *testing.T) {
 
 // sameValue is equality with NaN equal to NaN.
 func sameValue(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+
+// TestRandDeviceFillsEverything checks that the doubling copies reach the
+// last element of an odd-sized tensor and leave nothing zero or NaN.
+func TestRandDeviceFillsEverything(t *testing.T) {
+	dev := gputest.Device(t)
+	rng := tensor.SeededRNG(3)
+	for _, n := range []int{1, 1000, 1<<16 + 7, 3<<16 + 5} {
+		d, err := tensor.RandDevice(dev, rng, tensor.BF16, 2, 0.5, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := d.ToHost()
+		d.Free()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range h.Float64s() {
+			if v == 0 || v != v {
+				t.Fatalf("n=%d: element %d is %v", n, i, v)
+			}
+		}
+	}
+}

@@ -518,3 +518,34 @@ func NewRNG() (*rand.Rand, uint64) {
 
 // SeededRNG returns a generator for a given seed.
 func SeededRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
+
+// benchFillElems bounds the random host data RandDevice draws.
+const benchFillElems = 1 << 16
+
+// RandDevice allocates a contiguous device tensor of N(mean, std²) values,
+// quickly enough for benchmark-sized tensors: one block of up to 64 Ki
+// random values is drawn on the host and repeated over the tensor by
+// doubling device-to-device copies. The values are not independent draws
+// (use FillNormal and ToDevice for that); benchmarks need real, non-zero
+// data at full size, not statistics.
+func RandDevice(dev *cuda.Device, rng *rand.Rand, dt DType, mean, std float64, shape ...int) (*Tensor, error) {
+	t, err := Empty(dev, dt, shape...)
+	if err != nil {
+		return nil, err
+	}
+	span := t.SpanBytes()
+	if span == 0 {
+		return t, nil
+	}
+	h := New(dt, min(span/dt.Size(), benchFillElems))
+	h.FillNormal(rng, mean, std)
+	err = dev.CopyHtoD(t.ptr, h.Bytes())
+	for done := len(h.Bytes()); err == nil && done < span; done *= 2 {
+		err = dev.CopyDtoD(t.ptr+cuda.DevicePtr(done), t.ptr, min(done, span-done))
+	}
+	if err != nil {
+		t.Free()
+		return nil, err
+	}
+	return t, nil
+}
