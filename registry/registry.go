@@ -60,10 +60,46 @@ type TorchCase struct {
 }
 
 var (
-	mu    sync.Mutex
-	ops   = map[string]*Op{}
-	torch = map[string]string{}
+	mu       sync.Mutex
+	ops      = map[string]*Op{}
+	torch    = map[string]string{}
+	prepares = map[string]func(*cuda.Device) error{}
 )
+
+// RegisterPrepare adds a family's start-up hook: it compiles the kernels the
+// family uses most, in parallel (jit.Prepare), so that the CLI can build
+// every selected family's kernels at once instead of one case at a time.
+func RegisterPrepare(family string, fn func(*cuda.Device) error) {
+	mu.Lock()
+	defer mu.Unlock()
+	prepares[family] = fn
+}
+
+// Prepare runs the start-up hooks of the given families, concurrently, and
+// returns the first error. Families without a hook compile on first use.
+func Prepare(dev *cuda.Device, families []string) error {
+	mu.Lock()
+	var fns []func(*cuda.Device) error
+	seen := map[string]bool{}
+	for _, f := range families {
+		if fn := prepares[f]; fn != nil && !seen[f] {
+			seen[f] = true
+			fns = append(fns, fn)
+		}
+	}
+	mu.Unlock()
+	errs := make(chan error, len(fns))
+	for _, fn := range fns {
+		go func() { errs <- fn(dev) }()
+	}
+	var first error
+	for range fns {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
 
 // Register adds an op; a duplicate name is a programming error and panics.
 func Register(op *Op) {

@@ -1,6 +1,12 @@
 package registry
 
-import "testing"
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/gokittens/kittens/cuda"
+)
 
 func TestRegisterLookupFamily(t *testing.T) {
 	Register(&Op{Name: "zz_test_b", Family: "zz_fam"})
@@ -38,5 +44,25 @@ func TestTorchSnippetsSorted(t *testing.T) {
 	}
 	if ia < 0 || ib < ia {
 		t.Fatalf("snippets not sorted by family: %v", s)
+	}
+}
+
+func TestPrepareRunsEachFamilyOnce(t *testing.T) {
+	calls := map[string]int{}
+	var mu sync.Mutex
+	for _, f := range []string{"zz_p1", "zz_p2"} {
+		RegisterPrepare(f, func(*cuda.Device) error {
+			mu.Lock()
+			calls[f]++
+			mu.Unlock()
+			if f == "zz_p2" {
+				return errors.New("boom")
+			}
+			return nil
+		})
+	}
+	err := Prepare(nil, []string{"zz_p1", "zz_p2", "zz_p1", "zz_none"})
+	if err == nil || calls["zz_p1"] != 1 || calls["zz_p2"] != 1 {
+		t.Fatalf("err %v, calls %v", err, calls)
 	}
 }

@@ -128,7 +128,19 @@ func (c *cli) resolve(fs *flag.FlagSet, sel selection) ([]*registry.Op, *cuda.De
 		fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
 		return nil, nil, false
 	}
-	return ops, c.device(*sel.cpu), true
+	dev := c.device(*sel.cpu)
+	if dev != nil {
+		// Build the selected families' kernels up front, in parallel; what a
+		// family does not list compiles on first use.
+		var fams []string
+		for _, op := range ops {
+			fams = append(fams, op.Family)
+		}
+		if err := registry.Prepare(dev, fams); err != nil {
+			fmt.Fprintf(c.stderr, "%s: compiling kernels: %v\n", fs.Name(), err)
+		}
+	}
+	return ops, dev, true
 }
 
 // selectOps returns the registered ops whose name or family/name matches
