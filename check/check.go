@@ -232,9 +232,9 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 		}
 		return Merge(rs...), nil
 	}
-	devTs := make([]*tensor.Tensor, len(s.Tensors))
+	devTS := make([]*tensor.Tensor, len(s.Tensors))
 	defer func() {
-		for _, t := range devTs {
+		for _, t := range devTS {
 			t.Free()
 		}
 	}()
@@ -243,14 +243,14 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 		if err != nil {
 			return Report{}, err
 		}
-		devTs[i] = d
+		devTS[i] = d
 	}
 	for _, i := range s.Poison {
-		if err := devTs[i].Poison(); err != nil {
+		if err := devTS[i].Poison(); err != nil {
 			return Report{}, err
 		}
 	}
-	if err := s.Run(devTs); err != nil {
+	if err := s.Run(devTS); err != nil {
 		return Report{}, fmt.Errorf("device: %w", err)
 	}
 	if err := dev.Synchronize(); err != nil {
@@ -258,7 +258,7 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 	}
 	var rs []Report
 	for _, i := range s.Outputs {
-		got, err := devTs[i].ToHost()
+		got, err := devTS[i].ToHost()
 		if err != nil {
 			return Report{}, err
 		}

@@ -361,9 +361,9 @@ func (c testCase) bench(torch *registry.TorchCase) registry.Bench {
 		Torch: torch,
 		New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
 			bd := c.build(rng, tiledFill(rng))
-			devTs := make([]*tensor.Tensor, len(bd.ts))
+			devTS := make([]*tensor.Tensor, len(bd.ts))
 			free := func() {
-				for _, t := range devTs {
+				for _, t := range devTS {
 					t.Free()
 				}
 			}
@@ -373,10 +373,10 @@ func (c testCase) bench(torch *registry.TorchCase) registry.Bench {
 					free()
 					return registry.Instance{}, err
 				}
-				devTs[i] = d
+				devTS[i] = d
 			}
 			o := Options{SiLU: c.silu, AssumeValidIndices: true}
-			return registry.Instance{Run: func(s *cuda.Stream) error { return bd.call(s, devTs, o) }, Free: free}, nil
+			return registry.Instance{Run: func(s *cuda.Stream) error { return bd.call(s, devTS, o) }, Free: free}, nil
 		},
 	}
 }

@@ -236,17 +236,17 @@ func TestErrorFlag(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := fwdBase.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
-			var devTs []*tensor.Tensor
+			var devTS []*tensor.Tensor
 			toDev := func(h *tensor.Tensor) *tensor.Tensor {
 				d, err := h.ToDevice(dev)
 				if err != nil {
 					t.Fatal(err)
 				}
-				devTs = append(devTs, d)
+				devTS = append(devTS, d)
 				return d
 			}
 			defer func() {
-				for _, d := range devTs {
+				for _, d := range devTS {
 					d.Free()
 				}
 			}()
