@@ -116,16 +116,20 @@ func (r *checkResults) caseTable() *bench.Table {
 	return t
 }
 
-// opTable has one row per op: cases passed, the worst error, the status.
+// opTable has one row per op: cases passed, the worst errors, the status.
+// Both the absolute and the relative error are shown: cases with huge inputs
+// (values near 1e30, to check that finite inputs stay finite) have large
+// absolute differences that are one unit in the last place.
 func (r *checkResults) opTable() *bench.Table {
-	t := &bench.Table{Header: []string{"family", "op", "cases passed", "worst max|Δ|", "status"}, Align: "llrrl"}
+	t := &bench.Table{Header: []string{"family", "op", "cases passed", "worst max|Δ|", "worst rel", "status"}, Align: "llrrrl"}
 	for i := 0; i < len(r.Rows); {
-		j, passed, worst := i, 0, 0.0
+		j, passed, worst, worstRel := i, 0, 0.0, 0.0
 		for ; j < len(r.Rows) && r.Rows[j].Op == r.Rows[i].Op; j++ {
 			if r.Rows[j].pass() {
 				passed++
 			}
 			worst = max(worst, r.Rows[j].Report.MaxAbs)
+			worstRel = max(worstRel, r.Rows[j].Report.RelNorm)
 		}
 		first := r.Rows[i]
 		status := "pass"
@@ -135,7 +139,7 @@ func (r *checkResults) opTable() *bench.Table {
 		case first.Report.CPUOnly:
 			status = "cpu only"
 		}
-		t.Add(first.Family, first.Op, fmt.Sprintf("%d/%d", passed, j-i), first.errCell(worst), status)
+		t.Add(first.Family, first.Op, fmt.Sprintf("%d/%d", passed, j-i), first.errCell(worst), first.errCell(worstRel), status)
 		i = j
 	}
 	return t

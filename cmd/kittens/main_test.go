@@ -92,7 +92,7 @@ func TestRun(t *testing.T) {
 		{name: "check failure", args: []string{"check", "-cpu", "-op", "^kittens-test-", "-write", kernels}, code: exitFail,
 			stdout: []string{"FAIL kittens-test-bad broken (seed ", "deliberately broken", "2/3 cases passed"},
 			files: map[string][]string{kernels: {"# Kernel status", "| device | CPU path only (no GPU used) |",
-				"| kittens-test | kittens-test-bad | 0/1 | — | FAIL |", "| kittens-test | kittens-test-copy | 2/2 | — | cpu only |",
+				"| kittens-test | kittens-test-bad | 0/1 | — | — | FAIL |", "| kittens-test | kittens-test-copy | 2/2 | — | — | cpu only |",
 				"## Failures", "## Cases", "| kittens-test-copy | 64x33 f32 | — | — | PASS (cpu) |"}}},
 		{name: "bench host path", args: []string{"bench", "-cpu", "-op", "^kittens-test-copy$", "-runs", "2", "-vs", "torch",
 			"-write", benchMD, "-json", benchJSON}, code: exitOK,
