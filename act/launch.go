@@ -1,6 +1,8 @@
 package act
 
 import (
+	"github.com/gokittens/kittens/internal/intmath"
+
 	_ "embed"
 	"fmt"
 	"math"
@@ -137,7 +139,7 @@ func pickVec(p problem) int {
 // at most waves waves of resident blocks (0: no cap); occ gives the
 // resident blocks per multiprocessor at a block size.
 func pickLaunch(props cuda.Props, items, unroll, waves int, occ func(block int) int) (block, grid int) {
-	grid = ceilDiv(items, blockSize*unroll)
+	grid = intmath.CeilDiv(items, blockSize*unroll)
 	if waves > 0 {
 		grid = min(grid, max(props.SMs, 1)*max(occ(blockSize), 1)*waves)
 	}
@@ -153,8 +155,6 @@ func baseConfig(p problem) config {
 	}
 	return c
 }
-
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 func (p problem) spec(c config) spec {
 	return spec{gated: p.gated, kind: p.kind, dtype: p.dtype, vec: c.vec, unroll: c.unroll}
@@ -204,7 +204,7 @@ func run(op string, s *cuda.Stream, dev *cuda.Device, p problem) error {
 
 // launch queues fn (the kernel of p.spec(c)) with configuration c.
 func (p problem) launch(s *cuda.Stream, fn *cuda.Function, c config) error {
-	perRow := ceilDiv(p.cols, c.vec)
+	perRow := intmath.CeilDiv(p.cols, c.vec)
 	mul, shr := divider(uint32(perRow))
 	a := cuda.NewArgs().Ptr(p.y).Ptr(p.x).I32(int32(p.cols)).I64(int64(p.sy)).I64(int64(p.sx)).
 		U32(uint32(perRow)).U32(mul).U32(shr).U32(uint32(p.rows * perRow))

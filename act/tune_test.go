@@ -1,6 +1,8 @@
 package act
 
 import (
+	"github.com/gokittens/kittens/internal/intmath"
+
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -82,7 +84,7 @@ func BenchmarkSweep(b *testing.B) {
 							if err != nil {
 								return registry.Instance{}, err
 							}
-							cfg.grid = ceilDiv(p.items(cfg.vec), block*unroll)
+							cfg.grid = intmath.CeilDiv(p.items(cfg.vec), block*unroll)
 							if waves > 0 {
 								cfg.grid = min(cfg.grid, waves*dev.Props().SMs*blocksPerSM(fn, block))
 							}

@@ -1,6 +1,9 @@
 package norm
 
-import "github.com/gokittens/kittens/cuda"
+import (
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/intmath"
+)
 
 // rowShape is what the launch configuration depends on.
 type rowShape struct {
@@ -16,7 +19,7 @@ type rowShape struct {
 // access: sizeof(Held), plus sizeof(Access) for the second row. An Access
 // is at least one 32-bit word.
 func (s rowShape) cacheBytesPerAccess(vec int) int {
-	access := roundUp(vec*s.elemSize, 4)
+	access := intmath.RoundUp(vec*s.elemSize, 4)
 	held := access
 	if s.heldFP32 {
 		held = vec * 4
@@ -72,7 +75,7 @@ func pickConfig(p cuda.Props, s rowShape) config {
 	if s.vector {
 		c.vec = 16 / s.elemSize
 	}
-	accesses := ceilDiv(s.n, c.vec)
+	accesses := intmath.CeilDiv(s.n, c.vec)
 	sms := max(p.SMs, 1)
 	switch {
 	case accesses <= subWarpAccesses:
@@ -84,10 +87,10 @@ func pickConfig(p cuda.Props, s rowShape) config {
 				c.perThread = pt
 			}
 		}
-		c.group = nextPow2(ceilDiv(accesses, c.perThread))
+		c.group = intmath.NextPow2(intmath.CeilDiv(accesses, c.perThread))
 		c.threads, c.bound = subWarpBlock, subWarpBlock
 		rowsPerBlock := c.threads / c.group
-		c.grid = min(ceilDiv(s.rows, rowsPerBlock), sms*residentThreads/c.threads)
+		c.grid = min(intmath.CeilDiv(s.rows, rowsPerBlock), sms*residentThreads/c.threads)
 		c.prefetch = s.rows > c.grid*rowsPerBlock
 	case accesses <= maxPerThread*maxBlockThreads && s.twoPass:
 		// LayerNorm's two reductions per row prefer a resident grid that
@@ -97,12 +100,12 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// accesses per thread as allow that.
 		c.perThread = maxPerThread
 		for _, pt := range []int{1, 2} {
-			if ceilDiv(accesses, pt) <= twoPassThreads {
+			if intmath.CeilDiv(accesses, pt) <= twoPassThreads {
 				c.perThread = pt
 				break
 			}
 		}
-		c.threads = roundUp(ceilDiv(accesses, c.perThread), 32)
+		c.threads = intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32)
 		c.bound = maxBlockThreads
 		c.grid = min(s.rows, sms*max(1, residentThreads/c.threads))
 		c.prefetch = s.rows > c.grid
@@ -115,7 +118,7 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// grid with 512 threads, 16384x4096 68.7 against 76.3 µs
 		// (BenchmarkSweep).
 		c.perThread = maxPerThread
-		c.threads = max(roundUp(ceilDiv(accesses, c.perThread), 32), 64)
+		c.threads = max(intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32), 64)
 		c.bound = c.threads
 		c.grid, c.waves = s.rows, true
 	default:
@@ -131,16 +134,4 @@ func pickConfig(p cuda.Props, s rowShape) config {
 	}
 	c.grid = max(c.grid, 1)
 	return c
-}
-
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
-func roundUp(a, b int) int { return ceilDiv(a, b) * b }
-
-func nextPow2(a int) int {
-	p := 1
-	for p < a {
-		p <<= 1
-	}
-	return p
 }

@@ -1,6 +1,8 @@
 package norm
 
 import (
+	"github.com/gokittens/kittens/internal/intmath"
+
 	"testing"
 
 	"github.com/gokittens/kittens/cuda"
@@ -126,7 +128,7 @@ func checkConfig(t *testing.T, p cuda.Props, s rowShape, c config) {
 	case !c.cache && c.shared != 0:
 		fail("shared memory without a cache")
 	}
-	accesses := ceilDiv(s.n, c.vec)
+	accesses := intmath.CeilDiv(s.n, c.vec)
 	if c.looped {
 		if c.cache && c.shared != accesses*s.cacheBytesPerAccess(c.vec) {
 			fail("cache size")

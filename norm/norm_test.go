@@ -1,6 +1,8 @@
 package norm
 
 import (
+	"github.com/gokittens/kittens/internal/intmath"
+
 	"math"
 	"strings"
 	"testing"
@@ -60,7 +62,7 @@ func prepare(tb testing.TB, dev *cuda.Device, benches bool) {
 			}
 			if d.padTo > 0 {
 				for _, sh := range gptOSSShapes {
-					add(d, tensor.BF16, sh.rows, sh.n, sh.n, ceilDiv(sh.n, gptOSSPad)*gptOSSPad, false)
+					add(d, tensor.BF16, sh.rows, sh.n, sh.n, intmath.CeilDiv(sh.n, gptOSSPad)*gptOSSPad, false)
 				}
 			}
 			continue

@@ -1,6 +1,8 @@
 package norm
 
 import (
+	"github.com/gokittens/kittens/internal/intmath"
+
 	_ "embed"
 	"fmt"
 	"math/rand/v2"
@@ -56,7 +58,7 @@ func (d *opDef) call(s *cuda.Stream, t operands, zeroCentered bool) error {
 // nOut is the output row length for rows of n.
 func (d *opDef) nOut(n int) int {
 	if d.padTo > 0 {
-		return ceilDiv(n, d.padTo) * d.padTo
+		return intmath.CeilDiv(n, d.padTo) * d.padTo
 	}
 	return n
 }

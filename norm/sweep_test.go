@@ -1,6 +1,8 @@
 package norm
 
 import (
+	"github.com/gokittens/kittens/internal/intmath"
+
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -75,12 +77,12 @@ func BenchmarkSweep(b *testing.B) {
 		probe, free := newJob()
 		base := pickConfig(dev.Props(), probe.shape())
 		free()
-		accesses := ceilDiv(sh.n, base.vec)
+		accesses := intmath.CeilDiv(sh.n, base.vec)
 		var cfgs []config
 		add := func(c config) { cfgs = append(cfgs, c) }
 		if base.group > 0 {
 			for _, pt := range []int{1, 2, 4} {
-				group := nextPow2(ceilDiv(accesses, pt))
+				group := intmath.NextPow2(intmath.CeilDiv(accesses, pt))
 				if group > 32 {
 					continue
 				}
@@ -89,7 +91,7 @@ func BenchmarkSweep(b *testing.B) {
 						c := base
 						c.perThread, c.group, c.threads, c.bound, c.waves = pt, group, threads, threads, waves
 						rowsPerBlock := threads / group
-						c.grid = ceilDiv(sh.m, rowsPerBlock)
+						c.grid = intmath.CeilDiv(sh.m, rowsPerBlock)
 						if !waves {
 							c.grid = min(c.grid, dev.Props().SMs*2048/threads)
 						}
@@ -100,7 +102,7 @@ func BenchmarkSweep(b *testing.B) {
 			}
 		} else {
 			for _, pt := range []int{1, 2, 4} {
-				threads := roundUp(ceilDiv(accesses, pt), 32)
+				threads := intmath.RoundUp(intmath.CeilDiv(accesses, pt), 32)
 				if threads > 1024 || threads < 64 {
 					continue
 				}

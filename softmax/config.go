@@ -1,6 +1,8 @@
 package softmax
 
 import (
+	"github.com/gokittens/kittens/internal/intmath"
+
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/tensor"
 )
@@ -48,16 +50,6 @@ type spec struct {
 	Prefetch bool
 }
 
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
-func nextPow2(v int) int {
-	p := 1
-	for p < v {
-		p <<= 1
-	}
-	return p
-}
-
 // pickConfig chooses the launch for m rows of n elements of dtype dt,
 // accessed vec elements at a time (the widest access the alignment of x and
 // y allows, see vecWidth). It never fails: rows too long for the register
@@ -75,19 +67,19 @@ func pickConfig(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 		nv0 = max(1, min(nv0, scalarElems/vec))
 		nvMax = nv0
 	}
-	vecs := ceilDiv(n, vec) // vectors per row
+	vecs := intmath.CeilDiv(n, vec) // vectors per row
 
 	// Short rows: a group of lanes of one warp per row, many rows per block.
-	if g := ceilDiv(vecs, nv0); g <= 32 {
-		g = nextPow2(g)
+	if g := intmath.CeilDiv(vecs, nv0); g <= 32 {
+		g = intmath.NextPow2(g)
 		block := smallBlock
-		for block > minBlock && ceilDiv(m, block/g) < 2*sms {
+		for block > minBlock && intmath.CeilDiv(m, block/g) < 2*sms {
 			block /= 2
 		}
 		block = min(block, maxT)
-		c := config{spec: spec{DType: dt, Vec: vec, NVec: ceilDiv(vecs, g), Group: g, Prefetch: true}, Block: block, Cluster: 1, Chunk: n}
+		c := config{spec: spec{DType: dt, Vec: vec, NVec: intmath.CeilDiv(vecs, g), Group: g, Prefetch: true}, Block: block, Cluster: 1, Chunk: n}
 		c.MaxT = smallBlock
-		c.Grid = ceilDiv(m, block/g)
+		c.Grid = intmath.CeilDiv(m, block/g)
 		return c
 	}
 
@@ -103,7 +95,7 @@ func pickConfig(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 	}
 	cl := 1
 	if m < sms {
-		cl = ceilDiv(sms, m)
+		cl = intmath.CeilDiv(sms, m)
 	}
 	cl = min(cl, max(1, vecs/(4*32*nv0))) // leave each block at least 4 warps of work
 	rowBytes := n * size
@@ -114,10 +106,10 @@ func pickConfig(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 	case cl == 1 && 3*live <= 2*p.L2Bytes:
 		// One block per row streams it; the second pass reads from L2.
 	default:
-		cl = max(cl, ceilDiv(vecs, preferThreads*nvMax))
+		cl = max(cl, intmath.CeilDiv(vecs, preferThreads*nvMax))
 	}
 	cl = min(cl, cmax)
-	share := ceilDiv(vecs, cl) // vectors per block
+	share := intmath.CeilDiv(vecs, cl) // vectors per block
 	limit := preferThreads
 	if cl == 1 {
 		limit = maxT
@@ -126,15 +118,15 @@ func pickConfig(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 	if cl == 1 {
 		c.Chunk = n
 	}
-	threads := ceilDiv(share, c.NVec)
+	threads := intmath.CeilDiv(share, c.NVec)
 	for threads > preferThreads && c.NVec < nvMax {
 		c.NVec++
-		threads = ceilDiv(share, c.NVec)
+		threads = intmath.CeilDiv(share, c.NVec)
 	}
 	if threads > min(limit, maxT) { // the share does not fit the tiles: stream it
 		c.NVec, threads, c.Stream = nv0, min(limit, maxT), true
 	}
-	c.Block = min(max(ceilDiv(threads, 32)*32, 32), maxT)
+	c.Block = min(max(intmath.CeilDiv(threads, 32)*32, 32), maxT)
 	c.MaxT = launchBound(c.Block)
 	c.Prefetch = cl == 1 && !c.Stream && c.NVec*c.Vec*size <= maxRowBytes/2
 	c.Grid = m * cl

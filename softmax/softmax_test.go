@@ -1,6 +1,8 @@
 package softmax
 
 import (
+	"github.com/gokittens/kittens/internal/intmath"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -386,13 +388,13 @@ func BenchmarkConfigs(b *testing.B) {
 	short := func(g, nvec, block int) variant {
 		return variant{fmt.Sprintf("lanes %d nvec %d block %d", g, nvec, block), func(c *config, m, _ int) {
 			c.Group, c.NVec, c.Block, c.MaxT = g, nvec, block, launchBound(block)
-			c.Grid = ceilDiv(m, block/g)
+			c.Grid = intmath.CeilDiv(m, block/g)
 		}}
 	}
 	rowBlock := func(cl, nvec, block int, prefetch bool) variant {
 		return variant{fmt.Sprintf("cluster %d nvec %d block %d prefetch %v", cl, nvec, block, prefetch), func(c *config, m, n int) {
 			c.Cluster, c.NVec, c.Block, c.MaxT, c.Prefetch = cl, nvec, block, launchBound(block), prefetch && cl == 1
-			c.Grid, c.Chunk = m*cl, ceilDiv(ceilDiv(n, c.Vec), cl)*c.Vec
+			c.Grid, c.Chunk = m*cl, intmath.CeilDiv(intmath.CeilDiv(n, c.Vec), cl)*c.Vec
 			if cl == 1 {
 				c.Chunk = n
 			}

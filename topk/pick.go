@@ -1,6 +1,8 @@
 package topk
 
 import (
+	"github.com/gokittens/kittens/internal/intmath"
+
 	"math/bits"
 
 	"github.com/gokittens/kittens/cuda"
@@ -68,7 +70,7 @@ func pickConfig(p cuda.Props, m, n, k int, dt tensor.DType, aligned bool) config
 		vec = 16 / dt.Size()
 	}
 	if n <= warpMaxN && k <= warpMaxK {
-		return config{Algo: algoWarp, Vec: vec, Chunks: ceilPow2(ceilDiv(n, 32*vec)), Warps: warpsPerBlock}
+		return config{Algo: algoWarp, Vec: vec, Chunks: ceilPow2(intmath.CeilDiv(n, 32*vec)), Warps: warpsPerBlock}
 	}
 	c := config{Algo: algoRadix, Vec: vec, Threads: 1024}
 	if p.MaxThreadsPerBlock > 0 && p.MaxThreadsPerBlock < c.Threads {
@@ -80,9 +82,9 @@ func pickConfig(p cuda.Props, m, n, k int, dt tensor.DType, aligned bool) config
 	perRow := max(1, p.SMs/max(m, 1))
 	perRow = min(perRow, maxCluster, max(1, n/minSlice))
 	c.Cluster = floorPow2(perRow)
-	c.Slice = roundUp(ceilDiv(n, c.Cluster), vec)
+	c.Slice = intmath.RoundUp(intmath.CeilDiv(n, c.Cluster), vec)
 	c.SortLen = ceilPow2(max(k, 2))
-	c.IdxBits = roundUp(max(bits.Len(uint(n-1)), 1), 8)
+	c.IdxBits = intmath.RoundUp(max(bits.Len(uint(n-1)), 1), 8)
 
 	budget := p.SharedPerBlockOptin
 	if budget <= 0 {
@@ -105,10 +107,6 @@ func pickConfig(p cuda.Props, m, n, k int, dt tensor.DType, aligned bool) config
 // maxRadixK is the largest k whose survivor list fits the shared memory
 // every device gives a block (48 KiB) next to the histograms.
 const maxRadixK = 4096
-
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
-func roundUp(a, b int) int { return ceilDiv(a, b) * b }
 
 // ceilPow2 is the smallest power of two ≥ v (v ≥ 1).
 func ceilPow2(v int) int { return 1 << bits.Len(uint(v-1)) }

@@ -10,6 +10,8 @@
 package topk
 
 import (
+	"github.com/gokittens/kittens/internal/intmath"
+
 	_ "embed"
 	"fmt"
 	"sync"
@@ -141,7 +143,7 @@ func launch(s *cuda.Stream, values, indices, x *tensor.Tensor, k int) error {
 	)
 	if c.Algo == algoWarp {
 		fn, err = warpFuncs.Get(dev, warpSpec{x.DType(), indices.DType(), c.Vec, c.Chunks, c.Warps})
-		cfg = cuda.LaunchConfig{Grid: cuda.D1(ceilDiv(m, c.Warps)), Block: cuda.D1(32 * c.Warps), Stream: s}
+		cfg = cuda.LaunchConfig{Grid: cuda.D1(intmath.CeilDiv(m, c.Warps)), Block: cuda.D1(32 * c.Warps), Stream: s}
 	} else {
 		fn, err = radixFuncs.Get(dev, radixSpec{x.DType(), indices.DType(), c.Vec, c.Threads})
 		if err == nil {

@@ -1,0 +1,16 @@
+package intmath
+
+import "testing"
+
+func TestHelpers(t *testing.T) {
+	for _, c := range []struct{ a, b, ceil, round int }{{0, 4, 0, 0}, {1, 4, 1, 4}, {4, 4, 1, 4}, {5, 4, 2, 8}, {1023, 32, 32, 1024}} {
+		if CeilDiv(c.a, c.b) != c.ceil || RoundUp(c.a, c.b) != c.round {
+			t.Errorf("%d/%d: ceil %d round %d", c.a, c.b, CeilDiv(c.a, c.b), RoundUp(c.a, c.b))
+		}
+	}
+	for a, want := range map[int]int{0: 1, 1: 1, 2: 2, 3: 4, 16: 16, 17: 32, 1000: 1024} {
+		if NextPow2(a) != want {
+			t.Errorf("NextPow2(%d) = %d, want %d", a, NextPow2(a), want)
+		}
+	}
+}
