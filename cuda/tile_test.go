@@ -3,23 +3,12 @@ package cuda_test
 import (
 	"encoding/binary"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/include"
+	"github.com/gokittens/kittens/internal/gputest"
 )
-
-func device(t *testing.T) *cuda.Device {
-	d, err := cuda.Default()
-	if err != nil {
-		if os.Getenv("KITTENS_REQUIRE_GPU") == "1" {
-			t.Fatalf("no GPU: %v", err)
-		}
-		t.Skipf("no GPU: %v", err)
-	}
-	return d
-}
 
 // tileSrc exercises the shared headers' cluster and TMA helpers.
 const tileSrc = `
@@ -64,7 +53,7 @@ func tileModule(t *testing.T, d *cuda.Device) *cuda.Module {
 }
 
 func TestClusterLaunch(t *testing.T) {
-	d := device(t)
+	d := gputest.Device(t)
 	m := tileModule(t, d)
 	defer m.Unload()
 	fn, err := m.Function("cluster_ids")
@@ -92,7 +81,7 @@ func TestClusterLaunch(t *testing.T) {
 }
 
 func TestTMATileLoad(t *testing.T) {
-	d := device(t)
+	d := gputest.Device(t)
 	m := tileModule(t, d)
 	defer m.Unload()
 	fn, err := m.Function("tma_box")
