@@ -52,3 +52,24 @@ func TestTorchOnGPU(t *testing.T) {
 	}
 	t.Logf("torch: %+v", res)
 }
+
+// TestCopyAt measures single copies from 16 MB to 2 GB moved and checks
+// that each is plausible and that none beats the 1 GiB ceiling by more than
+// noise; the log is the curve that "% of same-size copy" reads.
+func TestCopyAt(t *testing.T) {
+	dev := gputest.Device(t)
+	ceiling, err := bench.CopyBandwidth(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for moved := int64(16 << 20); moved <= 2<<30; moved *= 2 {
+		gbs, err := bench.CopyAt(dev, moved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gbs < 10 || gbs > 1.1*ceiling {
+			t.Errorf("copy moving %d MiB: %.0f GB/s against a %.0f GB/s ceiling", moved>>20, gbs, ceiling)
+		}
+		t.Logf("copy moving %5d MiB: %5.0f GB/s (%3.0f%% of the 1 GiB copy)", moved>>20, gbs, 100*gbs/ceiling)
+	}
+}

@@ -12,6 +12,7 @@ type Entry struct {
 	Family, Op, Case string
 	Bytes, Flops     int64
 	Result           Result       // our time: the kernel, or the host path on the CPU
+	SameCopyGBs      float64      // CopyAt(Bytes) in the same run, when measured
 	Torch            *TorchResult // PyTorch's times, when compared
 	Err              string       // why the case could not be measured
 }
@@ -51,6 +52,20 @@ type Report struct {
 // ceiling, 0 when either is unknown.
 func (r *Report) PctCopy(e Entry) float64 { return 100 * ratio(e.Result.GBs, r.Env.CopyGBs) }
 
+// PctSameCopy is the entry's bandwidth as a percentage of a copy that moves
+// as many bytes in one launch, 0 when either is unknown.
+func (e Entry) PctSameCopy() float64 { return 100 * ratio(e.Result.GBs, e.SameCopyGBs) }
+
+// sameCopied reports whether any entry has a same-size copy measured.
+func (r *Report) sameCopied() bool {
+	for _, e := range r.Entries {
+		if e.SameCopyGBs > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // compared reports whether any entry has PyTorch times.
 func (r *Report) compared() bool {
 	for _, e := range r.Entries {
@@ -81,13 +96,21 @@ func (r *Report) table() *Table {
 		}
 		return t
 	}
-	t := &Table{Header: []string{"op", "case", "ours µs", "GB/s", "% of copy"}, Align: "llrrrrrrr"}
+	t := &Table{Header: []string{"op", "case", "ours µs", "GB/s", "% of copy"}}
+	same := r.sameCopied()
+	if same {
+		t.Header = append(t.Header, "% of same-size copy")
+	}
 	torch := r.compared()
 	if torch {
 		t.Header = append(t.Header, "torch eager µs", "torch.compile µs", "vs eager", "vs compile")
 	}
+	t.Align = "ll" + strings.Repeat("r", len(t.Header)-2)
 	for _, e := range r.Entries {
 		row := []string{e.Op, e.Case, r.ours(e), num("%.0f", e.Result.GBs), num("%.0f%%", r.PctCopy(e))}
+		if same {
+			row = append(row, num("%.0f%%", e.PctSameCopy()))
+		}
 		if torch {
 			eager, compile := dash, dash
 			if e.Torch != nil && e.Torch.Error != "" {
@@ -148,7 +171,9 @@ and the events measure GPU time, not launch latency; enough independent input se
 times the L2; a warm-up round; the median of 200 launches. GB/s counts each input read once and each output
 written once; "% of copy" is that over the copy ceiling measured in the same run (the median of 20
 device-to-device copies of 1 GiB, counting bytes read plus bytes written), so an op that mostly reads can pass
-100%. PyTorch: the same case built by the family's snippet and timed in the same run with
+100%. "% of same-size copy" compares with one device-to-device copy that moves as many bytes as the case,
+timed the same way (cases of 16 MB and more): a single launch of that size pays its ramp-up and drain
+once, where the 1 GiB copy amortizes them. PyTorch: the same case built by the family's snippet and timed in the same run with
 ` + "`triton.testing.do_bench`" + ` (events, L2 flushed before every launch, median), eagerly and after
 ` + "`torch.compile(dynamic=False)`" + `. "vs eager" and "vs compile" are PyTorch's time over ours: above 1 we are faster.
 The machines are shared and vary from run to run; compare numbers of one run only.`
@@ -198,6 +223,7 @@ type jsonEntry struct {
 	GBs            float64 `json:"gbs"`
 	TFLOPs         float64 `json:"tflops"`
 	PctCopy        float64 `json:"pct_copy"`
+	SameCopyGBs    float64 `json:"same_copy_gbs,omitempty"`
 	Sets           int     `json:"sets"`
 	Runs           int     `json:"runs"`
 	TorchEagerUS   float64 `json:"torch_eager_us,omitempty"`
@@ -219,7 +245,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	for i, e := range r.Entries {
 		j := jsonEntry{Family: e.Family, Op: e.Op, Case: e.Case, Bytes: e.Bytes, Flops: e.Flops,
 			MedianUS: e.Result.MedianUS, MinUS: e.Result.MinUS, GBs: e.Result.GBs, TFLOPs: e.Result.TFLOPs,
-			PctCopy: r.PctCopy(e), Sets: e.Result.Sets, Runs: e.Result.Runs,
+			PctCopy: r.PctCopy(e), SameCopyGBs: e.SameCopyGBs, Sets: e.Result.Sets, Runs: e.Result.Runs,
 			SpeedupEager: e.SpeedupEager(), SpeedupCompile: e.SpeedupCompile(), Error: e.Err}
 		if e.Torch != nil {
 			j.TorchEagerUS, j.TorchCompileUS, j.TorchError = e.Torch.EagerUS, e.Torch.CompileUS, e.Torch.Error
@@ -244,7 +270,8 @@ func ReadJSON(r io.Reader) (*Report, error) {
 	rep := &Report{Env: in.Env, Entries: make([]Entry, len(in.Entries))}
 	for i, j := range in.Entries {
 		e := Entry{Family: j.Family, Op: j.Op, Case: j.Case, Bytes: j.Bytes, Flops: j.Flops, Err: j.Error,
-			Result: Result{MedianUS: j.MedianUS, MinUS: j.MinUS, GBs: j.GBs, TFLOPs: j.TFLOPs, Sets: j.Sets, Runs: j.Runs}}
+			SameCopyGBs: j.SameCopyGBs,
+			Result:      Result{MedianUS: j.MedianUS, MinUS: j.MinUS, GBs: j.GBs, TFLOPs: j.TFLOPs, Sets: j.Sets, Runs: j.Runs}}
 		if j.TorchEagerUS > 0 || j.TorchCompileUS > 0 || j.TorchError != "" {
 			e.Torch = &TorchResult{EagerUS: j.TorchEagerUS, CompileUS: j.TorchCompileUS, Error: j.TorchError}
 		}

@@ -17,8 +17,8 @@ func fixedReport() *Report {
 			Date: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC), CopyGBs: 4000},
 		Entries: []Entry{
 			{Family: "norm", Op: "rmsnorm", Case: "4096x4096 bf16", Bytes: 64 << 20,
-				Result: Result{MedianUS: 20, MinUS: 19.5, GBs: 3355.44, Sets: 8, Runs: 200},
-				Torch:  &TorchResult{EagerUS: 26.78, CompileUS: 39.62}},
+				Result: Result{MedianUS: 20, MinUS: 19.5, GBs: 3355.44, Sets: 8, Runs: 200}, SameCopyGBs: 3600,
+				Torch: &TorchResult{EagerUS: 26.78, CompileUS: 39.62}},
 			{Family: "norm", Op: "rmsnorm", Case: "128x128 bf16", Bytes: 65792,
 				Result: Result{MedianUS: 4, MinUS: 3.9, GBs: 16.448, Sets: 16, Runs: 200},
 				Torch:  &TorchResult{Error: "RuntimeError: boom"}},
@@ -42,10 +42,10 @@ func TestReportText(t *testing.T) {
 		want string
 	}{
 		{"gpu", fixedReport(), `NVIDIA H200 (sm_90a) · driver CUDA 13.0 · NVRTC 13.0 · 2026-11-21 · copy 4000 GB/s
-op            case            ours µs  GB/s  % of copy  torch eager µs  torch.compile µs  vs eager  vs compile
-rmsnorm       4096x4096 bf16    20.00  3355        84%           26.78             39.62     1.34×       1.98×
-rmsnorm       128x128 bf16       4.00    16         0%          failed                 —         —           —
-silu_and_mul  4096x256 bf16    failed     —          —               —                 —         —           —
+op            case            ours µs  GB/s  % of copy  % of same-size copy  torch eager µs  torch.compile µs  vs eager  vs compile
+rmsnorm       4096x4096 bf16    20.00  3355        84%                  93%           26.78             39.62     1.34×       1.98×
+rmsnorm       128x128 bf16       4.00    16         0%                    —          failed                 —         —           —
+silu_and_mul  4096x256 bf16    failed     —          —                    —               —                 —         —           —
 FAILED rmsnorm 128x128 bf16: torch: RuntimeError: boom
 FAILED silu_and_mul 4096x256 bf16: jit: compile failed
 `},
@@ -82,9 +82,9 @@ func TestReportMarkdown(t *testing.T) {
 			"| NVRTC | 13.0 |\n",
 			"| date | 2026-11-21 |\n",
 			"| copy bandwidth | 4000 GB/s (device-to-device, bytes read + written) |\n",
-			"| op | case | ours µs | GB/s | % of copy | torch eager µs | torch.compile µs | vs eager | vs compile |\n",
-			"|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
-			"| rmsnorm | 4096x4096 bf16 | 20.00 | 3355 | 84% | 26.78 | 39.62 | 1.34× | 1.98× |\n",
+			"| op | case | ours µs | GB/s | % of copy | % of same-size copy | torch eager µs | torch.compile µs | vs eager | vs compile |\n",
+			"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+			"| rmsnorm | 4096x4096 bf16 | 20.00 | 3355 | 84% | 93% | 26.78 | 39.62 | 1.34× | 1.98× |\n",
 			"- silu_and_mul 4096x256 bf16: jit: compile failed\n",
 			"## Method\n",
 			"torch.compile(dynamic=False)",
@@ -138,6 +138,7 @@ func TestReportJSON(t *testing.T) {
 		{0, "min_us", 19.5},
 		{0, "gbs", 3355.44},
 		{0, "pct_copy", 100 * 3355.44 / 4000},
+		{0, "same_copy_gbs", 3600.0},
 		{0, "sets", 8.0},
 		{0, "torch_eager_us", 26.78},
 		{0, "torch_compile_us", 39.62},

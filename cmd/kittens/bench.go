@@ -74,13 +74,29 @@ func (c *cli) bench(args []string) int {
 	return status
 }
 
-// benchDevice measures every benchmark case of ops on dev.
+// sameCopyMin is the smallest case that is also compared with a copy of
+// its own size: below it both are mostly launch latency.
+const sameCopyMin = 16 << 20
+
+// benchDevice measures every benchmark case of ops on dev, and for cases of
+// sameCopyMin bytes or more a copy that moves as many bytes (once per size).
 func benchDevice(dev *cuda.Device, ops []*registry.Op, runs int, stderr io.Writer) []bench.Entry {
 	var out []bench.Entry
+	copies := map[int64]float64{}
 	eachCase(ops, benchesOf, benchName, stderr, func(op *registry.Op, b registry.Bench) {
 		r, err := bench.Measure(dev, b, bench.Options{Runs: runs})
 		e := entry(op, b.Name, r, err)
 		e.Bytes, e.Flops = b.Bytes, b.Flops
+		if b.Bytes >= sameCopyMin {
+			if _, ok := copies[b.Bytes]; !ok {
+				gbs, err := bench.CopyAt(dev, b.Bytes)
+				if err != nil {
+					fmt.Fprintf(stderr, "kittens bench: copy of %d bytes: %v\n", b.Bytes, err)
+				}
+				copies[b.Bytes] = gbs
+			}
+			e.SameCopyGBs = copies[b.Bytes]
+		}
 		out = append(out, e)
 	})
 	return out
