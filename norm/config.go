@@ -58,6 +58,7 @@ const (
 	maxPerThread     = 4
 	maxBlockThreads  = 512
 	loopedThreads    = 512
+	latencyThreads   = 512
 	residentThreads  = 2048
 	staticSharedUsed = 256 // norm.cu's static shared memory (block_sum scratch), rounded up
 )
@@ -117,7 +118,17 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// rmsnorm 16384x8192 bf16 132 µs against 143 µs for the striding
 		// grid with 512 threads, 16384x4096 68.7 against 76.3 µs
 		// (BenchmarkSweep).
+		//
+		// When the rows do not fill the SMs (decode, a handful of tokens) the
+		// time is latency, not bandwidth: the fewest accesses per thread in
+		// blocks of up to latencyThreads. 1x2048 bf16: 4.38 µs with 256
+		// threads x 1 against 4.83 µs with 64 x 4; 32x4096: 4.77 against
+		// 5.15 µs; 1x8192: 4.99 µs with 512 x 2 against 5.15 with 256 x 4
+		// (an empty kernel: 3.30 µs on the same H200).
 		c.perThread = maxPerThread
+		if s.rows <= sms {
+			c.perThread = min(intmath.CeilDiv(accesses, latencyThreads), maxPerThread)
+		}
 		c.threads = max(intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32), 64)
 		c.bound = c.threads
 		c.grid, c.waves = s.rows, true

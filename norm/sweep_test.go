@@ -6,24 +6,50 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"testing"
 
 	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
 // BenchmarkSweep times launch shapes the picker might choose, on the shapes
-// whose bandwidth matters most, so the picker's constants come from one
-// measured table. It runs only with KITTENS_NORM_SWEEP=1 (a GPU and several
-// minutes). Each line: op, shape, config, µs, GB/s.
+// whose bandwidth or latency matters most, so the picker's constants come
+// from one measured table. It runs only when KITTENS_NORM_SWEEP is set (a GPU
+// and a few minutes): to a regexp, it sweeps the shapes whose "op MxN"
+// matches it ("1" sweeps all). First it times an empty kernel, the floor of
+// this timing method. Each line: op, shape, config, µs, GB/s.
 func BenchmarkSweep(b *testing.B) {
-	if os.Getenv("KITTENS_NORM_SWEEP") != "1" {
-		b.Skip("set KITTENS_NORM_SWEEP=1")
+	filter := os.Getenv("KITTENS_NORM_SWEEP")
+	if filter == "" {
+		b.Skip("set KITTENS_NORM_SWEEP=1, or to a regexp over \"op MxN\"")
+	}
+	if filter == "1" {
+		filter = ""
+	}
+	match, err := regexp.Compile(filter)
+	if err != nil {
+		b.Fatal(err)
 	}
 	dev := gputest.Device(b)
+	empty := jit.Kernel{File: "norm/empty.cu", Source: `extern "C" __global__ void empty() {}`, Entry: "empty"}
+	fn, err := jit.Get(dev, empty)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := bench.Measure(dev, registry.Bench{Name: "empty", New: func(*cuda.Device, *rand.Rand) (registry.Instance, error) {
+		return registry.Instance{Run: func(s *cuda.Stream) error {
+			return fn.Launch(cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(32), Stream: s}, cuda.NewArgs())
+		}}, nil
+	}}, bench.Options{Runs: 200})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("SWEEP empty kernel %8.2f us\n", r.MedianUS)
 	type shape struct {
 		name    string
 		op      opKind
@@ -34,21 +60,33 @@ func BenchmarkSweep(b *testing.B) {
 		tensors int // row tensors read + written
 	}
 	shapes := []shape{
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 1, 2048, 2},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 32, 4096, 2},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 1, 8192, 2},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 8192, 2},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 8192, 2},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 4096, 2},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 65536, 128, 2},
 		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 16384, 8192, 4},
 		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 65536, 128, 4},
+		{"layernorm", opLayer, addNone, weightPlain, true, 1, 8192, 2},
+		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 2048, 2},
+		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 2048, 2},
+		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 8192, 2},
 		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 8192, 2},
+		{"layernorm", opLayer, addNone, weightPlain, true, 65536, 128, 2},
+		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 16384, 8192, 4},
 		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 128, 2},
 	}
 	for _, sh := range shapes {
+		if !match.MatchString(fmt.Sprintf("%s %dx%d", sh.name, sh.m, sh.n)) {
+			continue
+		}
 		newJob := func() (*job, func()) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			var frees []*tensor.Tensor
 			dt := func(shape ...int) *tensor.Tensor {
-				h := tensor.Rand(rng, tensor.BF16, 1, shape...)
-				d, err := h.ToDevice(dev)
+				d, err := tensor.RandDevice(dev, rng, tensor.BF16, 0, 1, shape...)
 				if err != nil {
 					b.Fatal(err)
 				}
