@@ -2,6 +2,7 @@ package rope
 
 import (
 	_ "embed"
+	"math"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/jit"
@@ -16,26 +17,39 @@ type spec struct {
 	dt, cdt tensor.DType // activations, cos/sin tables
 	pos     tensor.DType // I32 or I64 positions; Invalid: the position is the token index
 	style   Style
-	v       int // rotation pairs per chunk
-	da      int // alignment of a data access, bytes
-	hpt     int // heads in flight per thread
-	pass    int // elements per pass-through copy, 0 for none
+	v       int  // rotation pairs per chunk
+	da      int  // alignment of a data access, bytes
+	hpt     int  // heads per thread
+	pass    int  // elements per pass-through copy, 0 for none
+	wide    bool // head offsets (head index × head stride) need 64 bits
+	maxT    int  // launch bounds: threads per block (0: no bounds)
+	minB    int  // launch bounds: resident blocks per SM (caps registers)
+	cs      bool // evict-first data stores
+	flat    bool // 1-D blocks over (chunk, head lane, token)
 }
 
 var ctypes = map[tensor.DType]string{tensor.F32: "float", tensor.BF16: "bf16", tensor.F16: "f16",
 	tensor.I32: "i32", tensor.I64: "i64"}
 
 func (k spec) kernel() jit.Kernel {
-	neox := 0
-	if k.style == NeoX {
-		neox = 1
+	defs := map[string]any{"ROPE_T": ctypes[k.dt], "ROPE_C": ctypes[k.cdt], "ROPE_NEOX": b2i(k.style == NeoX),
+		"ROPE_V": k.v, "ROPE_DA": k.da, "ROPE_HPT": k.hpt, "ROPE_PASS": k.pass,
+		"ROPE_MAXT": k.maxT, "ROPE_MINB": k.minB, "ROPE_CS": b2i(k.cs), "ROPE_FLAT": b2i(k.flat)}
+	defs["ROPE_HOFF"] = "int"
+	if k.wide {
+		defs["ROPE_HOFF"] = "i64"
 	}
-	defs := map[string]any{"ROPE_T": ctypes[k.dt], "ROPE_C": ctypes[k.cdt], "ROPE_NEOX": neox,
-		"ROPE_V": k.v, "ROPE_DA": k.da, "ROPE_HPT": k.hpt, "ROPE_PASS": k.pass}
 	if k.pos != tensor.Invalid {
 		defs["ROPE_POS"] = ctypes[k.pos]
 	}
 	return jit.Kernel{File: "rope/rope.cu", Source: ropeSrc, Entry: "rope", Defines: jit.Defines(defs)}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 var ropeFuncs = jit.Funcs[spec]{Kernel: spec.kernel}
@@ -108,52 +122,112 @@ func pickPass(dt tensor.DType, r, d int, data []region) int {
 	return 1
 }
 
-// launchCfg is how a launch spreads the work.
-type launchCfg struct {
-	hpt   int       // heads in flight per thread (1, 2 or 4)
-	hb    int       // heads per block; the grid's y splits the heads
-	block cuda.Dim3 // x: chunks of a head, y: head groups, z: tokens
+// knobs are the choices a launch is tuned by.
+type knobs struct {
+	hpt     int  // heads per thread (1, 2 or 4)
+	threads int  // target threads per block
+	occ     int  // resident threads per SM the registers must allow; 0: the compiler's choice
+	cs      bool // evict-first data stores
+	flat    bool // serving layout: 1-D blocks over (chunk, head lane, token)
 }
 
-// Launch shapes, measured on an H200 (bf16, the bench shapes): one head per
-// thread in blocks of about 128 threads was fastest in both layouts, ahead
-// of 2 or 4 heads per thread (which save table loads but take 50–95
-// registers, and capping those spills) and of blocks of 256 or more.
-// Issuing the data loads before the table loads mattered more than either.
-// Blocks of 64 were level on [B, H, S, D], 4–10% faster on llama and
-// DeepSeek serving shapes and 5% slower on Qwen3-Next (BenchmarkTune).
-const blockThreads = 128
+// launchCfg is how a launch spreads the work.
+type launchCfg struct {
+	knobs
+	hb    int       // heads per block (flat: head lanes per token); the grid's y splits the heads ...
+	cb    int       // ... and each share of them into cb blocks of chunks
+	block cuda.Dim3 // x: chunks of a head, y: head lanes, z: tokens (flat: all in x)
+}
 
-// tuning, when non-zero, overrides the picker's heads per thread and block
-// size; only the tuning benchmark sets it.
-var tuning struct{ hpt, threads int }
+// flatBytes is the data a thread of a flat launch moves per direction:
+// hpt = flatBytes / (bytes of one head's chunk, 2V elements), within [1, 4].
+const flatBytes = 32
 
-// pickLaunch sizes a launch over tokens × heads × nc chunks of V pairs. A
-// block holds the chunks of whole heads (x). When a token's heads are
-// adjacent in memory (spreadHeads, the serving layout), a block takes an
-// even share of one token's heads (y; the grid's y splits the heads into
-// as few shares as keep a block near blockThreads) and, when the token needs
-// fewer threads than that, several tokens (z). Otherwise ([B, H, S, D]) a
-// block takes one head of as many consecutive tokens as fit (z), so each
-// block reads one contiguous stretch, and the grid splits the heads.
-func pickLaunch(tokens, heads, nc int, spreadHeads bool) launchCfg {
-	hpt, threads := 1, blockThreads
-	if tuning.hpt > 0 {
-		hpt = tuning.hpt
-	}
-	if tuning.threads > 0 {
-		threads = tuning.threads
-	}
-	bx := min(nc, threads)
+// pickKnobs chooses the launch knobs for tokens × heads × nc chunks of
+// chunkBytes data each (2V elements).
+//
+// What was measured (H200, bf16 data and table, BenchmarkTune and kittens
+// bench; µs, the previous kernel's BENCH.md time → this one's; "copy" is the
+// 1 GiB D2D copy, 4232–4258 GB/s in these runs):
+//   - Registers were the first limit: the old kernel kept each 16-bit
+//     element in a register of its own (55 registers at one head per thread
+//     with NVRTC 11.8, so at most 36 warps per SM). Kept packed and bounded
+//     by launch bounds, a thread of one head takes 40 (NVRTC 13, sm_90a), of
+//     two GPT-J heads 38, of four NeoX heads 63.
+//   - Serving layout, large (≥ 2 waves of resident threads): flat blocks of
+//     128 threads, 32 bytes of data per thread (one NeoX head of r = 128, two
+//     GPT-J heads of r = 64), 1536 resident threads, evict-first stores.
+//     llama3-8b T=4096: 28.32 → 25.38 (79% of copy), T=16384: 103.42 →
+//     86.27 (93%); deepseek-v3 T=4096: 50.62 → 37.22 (86%). In the same runs
+//     3-D blocks of 4 heads per thread took 26.14–26.24, 88.58–88.70 and
+//     39.87–39.90 (3-D blocks leave lanes idle: 40 heads in 10 lanes of 8
+//     chunks fill 80 of 96 lanes); 2048 resident threads (32 registers)
+//     took 28.13, 96.32 and 39.46; 4 heads per thread flat 26.50, 88.74 and
+//     38.56. Loading the next heads while storing the current ones (a loop
+//     of several steps per thread) never won (88.54 at T=16384).
+//   - Serving layout, small (qwen3-next T=4096, decode): 3-D blocks of about
+//     128 threads, 4 heads per thread: qwen3-next 12.13 → 10.18–10.34; flat
+//     took 10.66–11.17. llama decode T=1 4.48 → 4.77, T=32 4.74 → 4.93
+//     (launch-bound).
+//   - [B, H, S, D]: one head per thread, 128-thread blocks of 16 tokens, no
+//     register bound: 4x32x1024x128 21.02 → 20.74 (96% of a same-size copy),
+//     8x32x2048x128 69.18 → 69.18 (98%), 16x32x4096x128 257.66 → 256.22;
+//     2 or 4 heads per thread were 0.3–4% slower, evict-first stores level
+//     (within 1%).
+//   - An in-place identity pass (16-byte load and store back) streams at 99%
+//     of a same-size copy (176–704 MB moved): rotating in place costs
+//     nothing over a copy by itself.
+func pickKnobs(props cuda.Props, tokens, heads, nc, chunkBytes int, spreadHeads bool) knobs {
 	if !spreadHeads {
-		bz := max(1, min(64, threads/bx, tokens))
-		return launchCfg{hpt: hpt, hb: hpt, block: cuda.Dim3{X: uint32(bx), Y: 1, Z: uint32(bz)}}
+		return knobs{hpt: 1, threads: 128}
 	}
-	groups := (heads + hpt - 1) / hpt                    // threads along y for a whole token
-	shares := max(1, (groups*bx+threads-1)/threads)      // blocks per token
-	by := min((groups+shares-1)/shares, max(1, 1024/bx)) // head groups per block
-	bz := max(1, min(64, threads/(bx*by), tokens))
-	return launchCfg{hpt: hpt, hb: by * hpt, block: cuda.Dim3{X: uint32(bx), Y: uint32(by), Z: uint32(bz)}}
+	hpt := min(4, max(1, flatBytes/chunkBytes))
+	lanes := (heads + hpt - 1) / hpt
+	const occ = 1536
+	if int64(tokens)*int64(lanes)*int64(nc) >= 2*occ*int64(props.SMs) {
+		return knobs{hpt: hpt, threads: 128, occ: occ, cs: true, flat: true}
+	}
+	return knobs{hpt: 4, threads: 128, occ: 1024, cs: true}
+}
+
+// tuning, when its threads is non-zero, overrides pickKnobs; only the
+// tuning benchmark and the parity tests of other knobs set it.
+var tuning knobs
+
+// pickLaunch sizes a launch over tokens × heads × nc chunks of V pairs,
+// chunkBytes of data each. A flat launch gives each thread one chunk of hpt
+// heads of one token (head lanes: heads y, y + lanes, ...) in 1-D blocks.
+// Otherwise a block holds the chunks of whole heads (x) and a thread hpt
+// heads, blockDim.y apart. When a token's heads are adjacent in memory
+// (spreadHeads, the serving layout), a block takes an even share of one
+// token's heads (y; the grid's y splits the heads into as few shares as keep
+// a block within the target size) and, when the token needs fewer threads
+// than that, several tokens (z). Otherwise ([B, H, S, D]) a block takes hpt
+// heads of as many consecutive tokens as fit (z), so each head's rows form
+// one contiguous stretch, and the grid splits the heads.
+func pickLaunch(props cuda.Props, tokens, heads, nc, chunkBytes int, spreadHeads bool) launchCfg {
+	k := pickKnobs(props, tokens, heads, nc, chunkBytes, spreadHeads)
+	if tuning.threads > 0 {
+		k = tuning
+	}
+	lanes := (heads + k.hpt - 1) / k.hpt // head lanes of a token
+	// A flat launch indexes its threads with an int, the last block's
+	// spare threads included.
+	if k.flat && spreadHeads && int64(tokens)*int64(lanes)*int64(nc) <= math.MaxInt32-1024 {
+		return launchCfg{knobs: k, hb: lanes, cb: 1, block: cuda.Dim3{X: uint32(k.threads), Y: 1, Z: 1}}
+	}
+	k.flat = false
+	bx := min(nc, 1024) // heads of more chunks (r > 2048 at V = 1) take cb blocks
+	cb := (nc + bx - 1) / bx
+	if !spreadHeads {
+		bz := max(1, min(64, k.threads/bx, tokens))
+		return launchCfg{knobs: k, hb: k.hpt, cb: cb, block: cuda.Dim3{X: uint32(bx), Y: 1, Z: uint32(bz)}}
+	}
+	by := max(1, min(lanes, k.threads/bx)) // head lanes per block, within the target size
+	shares := (lanes + by - 1) / by        // blocks per token
+	by = (lanes + shares - 1) / shares     // evened out
+	bz := max(1, min(64, k.threads/(bx*by), tokens))
+	return launchCfg{knobs: k, hb: by * k.hpt, cb: cb, block: cuda.Dim3{X: uint32(bx), Y: uint32(by), Z: uint32(bz)}}
 }
 
 // kernelArgs is everything one launch of rope.cu takes beyond its spec.
@@ -172,21 +246,51 @@ func launch(s *cuda.Stream, dev *cuda.Device, sp spec, a kernelArgs, spreadHeads
 		s = dev.DefaultStream()
 	}
 	heads := a.n0 + a.n1
-	cfg := pickLaunch(a.ntok*a.batch, heads, a.half/sp.v, spreadHeads)
-	sp.hpt = cfg.hpt
+	cfg := pickLaunch(dev.Props(), a.ntok*a.batch, heads, a.half/sp.v, 2*sp.v*sp.dt.Size(), spreadHeads)
+	sp.hpt, sp.cs, sp.flat = cfg.hpt, cfg.cs, cfg.flat
+	if cfg.occ > 0 {
+		// The bound is for the target block size (≥ this block's), so
+		// shapes that differ only in their blocks share a specialization.
+		sp.maxT = max(cfg.threads, int(cfg.block.X*cfg.block.Y*cfg.block.Z))
+		sp.minB = max(1, cfg.occ/sp.maxT)
+	}
+	sp.wide = !int32Offsets(heads, a)
 	fn, err := ropeFuncs.Get(dev, sp)
 	if err != nil {
 		return err
 	}
 	bz := int(cfg.block.Z)
-	grid := cuda.Dim3{X: uint32((a.ntok + bz - 1) / bz), Y: uint32((heads + cfg.hb - 1) / cfg.hb), Z: uint32(a.batch)}
+	grid := cuda.Dim3{X: uint32((a.ntok + bz - 1) / bz), Y: uint32((heads + cfg.hb - 1) / cfg.hb * cfg.cb), Z: uint32(a.batch)}
+	if cfg.flat {
+		units := a.ntok * cfg.hb * (a.half / sp.v)
+		grid = cuda.Dim3{X: uint32((units + cfg.threads - 1) / cfg.threads), Y: 1, Z: 1}
+	}
 	args := cuda.NewArgs().Ptr(a.src0).Ptr(a.dst0).Ptr(a.qk1).Ptr(a.pos).Ptr(a.cos).Ptr(a.sin).
 		I64(int64(a.cosRow)).I64(int64(a.sinRow)).I64(int64(a.maxPos)).
-		I32(int32(a.ntok)).I32(int32(a.n0)).I32(int32(a.n1)).I32(int32(cfg.hb)).I32(int32(a.half)).I32(int32(a.d)).
-		I64(int64(a.s0[0])).I64(int64(a.s0[1])).I64(int64(a.s0[2])).
-		I64(int64(a.d0[0])).I64(int64(a.d0[1])).I64(int64(a.d0[2])).
-		I64(int64(a.s1[0])).I64(int64(a.s1[1]))
+		I32(int32(a.ntok)).I32(int32(a.n0)).I32(int32(a.n1)).I32(int32(cfg.hb)).I32(int32(cfg.cb)).I32(int32(a.half)).I32(int32(a.d)).
+		I64(int64(a.s0[0])).I64(int64(a.s0[1]))
+	headStride(args, a.s0[2], sp.wide).I64(int64(a.d0[0])).I64(int64(a.d0[1]))
+	headStride(args, a.d0[2], sp.wide).I64(int64(a.s1[0]))
+	headStride(args, a.s1[1], sp.wide)
 	return fn.Launch(cuda.LaunchConfig{Grid: grid, Block: cfg.block, Stream: s}, args)
+}
+
+// int32Offsets reports whether every head offset the kernel forms (head
+// index × head stride, plus an element of the head) fits in an int32.
+func int32Offsets(heads int, a kernelArgs) bool {
+	worst := 0
+	for _, st := range []int{a.s0[2], a.d0[2], a.s1[1]} {
+		worst = max(worst, (heads-1)*max(st, -st))
+	}
+	return worst+a.d <= math.MaxInt32
+}
+
+// headStride appends a head stride as the kernel's HOff: int or i64.
+func headStride(args *cuda.Args, v int, wide bool) *cuda.Args {
+	if wide {
+		return args.I64(int64(v))
+	}
+	return args.I32(int32(v))
 }
 
 // launchQK rotates device q and k in place (validated arguments, T > 0).

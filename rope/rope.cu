@@ -6,19 +6,23 @@
 // kernel is built around bytes: each rotated element is read once and written
 // once, and the pass-through dims (partial rotary) are not touched at all in
 // place, or copied with the widest aligned access out of place. A thread owns
-// one chunk of V consecutive rotation pairs of one token (threadIdx.x) and
-// keeps that chunk's V cos and V sin values in registers while it walks its
-// heads: threadIdx.y picks the first, then every blockDim.y-th head of the
-// block's head range (blockIdx.y; hb heads each). HPT heads are loaded before
-// any is rotated and stored, so a thread can have several 16-byte loads in
-// flight. threadIdx.z is the token inside the block, blockIdx.x the block of
-// tokens, blockIdx.z the batch of the [B, H, S, D] layout. The host picks the
-// shape: in the serving layout a token's heads are adjacent in memory, so a
-// block spreads a run of them over threadIdx.y; in [B, H, S, D] the rows of
-// one head are, so a block takes many tokens (threadIdx.z) of one head. NeoX pairs (i, i + r/2) are read as two V-wide vectors from the
-// two halves of the rotary part, GPT-J pairs (2i, 2i + 1) as one 2V-wide
-// vector; both read V consecutive cos and sin values. Arithmetic is fp32
-// whatever the storage types, rounded once on the store.
+// one chunk of V consecutive rotation pairs of HPT heads of one token: it
+// issues all their 16-byte loads, then loads the chunk's V cos and V sin
+// values once for all HPT heads (the heads of a token share its position),
+// rotates and stores. NeoX pairs (i, i + r/2) are read as two V-wide vectors
+// from the two halves of the rotary part, GPT-J pairs (2i, 2i + 1) as one
+// 2V-wide vector. Arithmetic is fp32 whatever the storage types, rounded once
+// on the store; 16-bit data stays packed two to a register from the load to
+// the store, which halves the registers a thread needs.
+//
+// Two thread layouts, picked by the host:
+//   - 3-D blocks: threadIdx.x is the chunk, threadIdx.y the head lane (lane y
+//     takes heads y, y + blockDim.y, ... of the block's share of the heads,
+//     blockIdx.y), threadIdx.z the token inside the block, blockIdx.x the
+//     block of tokens, blockIdx.z the batch of the [B, H, S, D] layout.
+//   - ROPE_FLAT (serving layout only): 1-D blocks over (chunk, head lane,
+//     token), chunk fastest, so that every warp is full whatever the head
+//     count (40 or 129 heads leave lanes of 3-D blocks idle).
 //
 // Heads [0, n0) come from the first tensor (q, or x → y), heads [n0, n0 + n1)
 // from the second (k, rotated in place). The data loads are plain (not .nc):
@@ -33,8 +37,11 @@
 // Defines (prefixed: NVRTC's built-in headers use names like T): ROPE_T (data:
 // bf16, f16, float), ROPE_C (cos/sin: float or ROPE_T), ROPE_NEOX (1 or 0),
 // ROPE_V (pairs per chunk), ROPE_DA (alignment of a data access, bytes),
-// ROPE_HPT (heads in flight per thread), ROPE_PASS (elements per
-// pass-through copy; 0: no copy), ROPE_POS (optional: i32 or i64).
+// ROPE_HPT (heads per thread), ROPE_PASS (elements per pass-through copy; 0:
+// no copy), ROPE_POS (optional: i32 or i64), ROPE_HOFF (int or i64: head
+// offsets), ROPE_FLAT (1-D blocks), ROPE_CS (evict-first stores), ROPE_MAXT
+// and ROPE_MINB (launch bounds: threads per block and resident blocks per
+// SM, which cap the registers; ROPE_MAXT 0: no bounds).
 #include "kittens.cuh"
 
 using T = ROPE_T;
@@ -42,19 +49,86 @@ using C = ROPE_C;
 constexpr bool NEOX = ROPE_NEOX;
 constexpr int V = ROPE_V;
 constexpr int HPT = ROPE_HPT;
+using HOff = ROPE_HOFF;  // head offsets within a token: int where they fit
+
+// same<A, B> is std::is_same_v (NVRTC has no standard headers).
+template <class A, class B> constexpr bool same = false;
+template <class A> constexpr bool same<A, A> = true;
 
 // Vec is N elements of E with alignment A: by default N·sizeof(E) up to 16
 // bytes, so that it moves as one load or store (or 16-byte pieces: the fp32
-// cos/sin of an 8-pair chunk). A smaller A makes the compiler split it.
-template <class E, int N, int A = (N * sizeof(E) >= 16 ? 16 : N * sizeof(E))>
+// cos/sin of an 8-pair chunk). A smaller A makes the compiler split it. When
+// the elements fill whole 32-bit words they are kept as words (Words), so a
+// 16-bit pair stays in one register from the load to the store; kept as
+// elements, each would take a register of its own.
+template <class E, int N, int A = (N * sizeof(E) >= 16 ? 16 : N * sizeof(E)),
+          bool Words = (N * sizeof(E)) % 4 == 0 && A >= 4>
 struct alignas(A) Vec {
+  static constexpr bool words = Words;
+  u32 w[N * sizeof(E) / 4];
+};
+template <class E, int N, int A>
+struct alignas(A) Vec<E, N, A, false> {
+  static constexpr bool words = false;
   E v[N];
 };
 
 template <class E, int N, int A = alignof(Vec<E, N>)>
 KI Vec<E, N, A> vload(const E* p) { return *reinterpret_cast<const Vec<E, N, A>*>(p); }
+
+// vstore writes x to p; 16-byte stores carry the evict-first (.cs) hint when
+// ROPE_CS is 1: nothing reads the output again in this kernel.
 template <class E, int N, int A>
-KI void vstore(E* p, const Vec<E, N, A>& x) { *reinterpret_cast<Vec<E, N, A>*>(p) = x; }
+KI void vstore(E* p, const Vec<E, N, A>& x) {
+  if constexpr (ROPE_CS && sizeof(x) == 16 && A == 16) {
+    asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]), "r"(x.w[2]),
+                 "r"(x.w[3]) : "memory");
+  } else {
+    *reinterpret_cast<Vec<E, N, A>*>(p) = x;
+  }
+}
+
+// get reads element i of x as fp32.
+template <class E, int N, int A>
+KI float get(const Vec<E, N, A>& x, int i) {
+  if constexpr (!Vec<E, N, A>::words) {
+    return to_float(x.v[i]);
+  } else if constexpr (sizeof(E) == 4) {
+    return __uint_as_float(x.w[i]);
+  } else if constexpr (sizeof(E) == 2) {
+    const u32 w = x.w[i / 2];
+    if constexpr (same<E, bf16>) return __uint_as_float(i % 2 ? w & 0xffff0000u : w << 16);
+    return to_float(E{(u16)(i % 2 ? w >> 16 : w & 0xffff)});
+  }
+}
+
+// put2 stores lo and hi, rounded to E, as elements i and i + 1 (i even).
+template <class E, int N, int A>
+KI void put2(Vec<E, N, A>& x, int i, float lo, float hi) {
+  if constexpr (!Vec<E, N, A>::words) {
+    x.v[i] = from_float<E>(lo);
+    x.v[i + 1] = from_float<E>(hi);
+  } else if constexpr (sizeof(E) == 4) {
+    x.w[i] = __float_as_uint(lo);
+    x.w[i + 1] = __float_as_uint(hi);
+  } else if constexpr (same<E, bf16>) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(x.w[i / 2]) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(x.w[i / 2]) : "f"(hi), "f"(lo));
+  }
+}
+
+// put1 stores v, rounded to E, as element i of a vector that holds E as
+// elements or 32-bit words of one element.
+template <class E, int N, int A>
+KI void put1(Vec<E, N, A>& x, int i, float v) {
+  if constexpr (!Vec<E, N, A>::words) {
+    x.v[i] = from_float<E>(v);
+  } else {
+    static_assert(sizeof(E) == 4, "16-bit elements in words are stored in pairs");
+    x.w[i] = __float_as_uint(v);
+  }
+}
 
 // W is the number of elements one data access covers, DA its alignment: the
 // access's size, except for GPT-J on odd strides (V = 1, pairs split in two).
@@ -62,22 +136,88 @@ constexpr int W = NEOX ? V : 2 * V;
 constexpr int DA = ROPE_DA;
 static_assert(W * sizeof(T) <= 16, "a data access is at most 16 bytes");
 using Data = Vec<T, W, DA>;
+using Table = Vec<C, V>;
 
-extern "C" __global__ void rope(const T* src0, T* dst0, T* qk1,
-#ifdef ROPE_POS
-                                const ROPE_POS* __restrict__ positions,
-#else
-                                const void* positions,
+// Heads holds one chunk of HPT heads: the first half's V elements (NeoX) or
+// the 2V interleaved ones (GPT-J) in a, the second half's in z (NeoX).
+struct Heads {
+  Data a[HPT];
+#if ROPE_NEOX
+  Data z[HPT];
 #endif
-                                const C* __restrict__ cosp, const C* __restrict__ sinp,
-                                i64 cosRow, i64 sinRow, i64 maxPos,
-                                int ntok, int n0, int n1, int hb, int half, int D,
-                                i64 s0b, i64 s0t, i64 s0h,  // src0 strides: batch, token, head
-                                i64 d0b, i64 d0t, i64 d0h,  // dst0 strides
-                                i64 s1t, i64 s1h) {         // qk1 strides: token, head
+};
+
+// rotate turns the V pairs of one head's chunk by cos and sin, in fp32.
+// NeoX pairs element i of a with element i of z, and rounds two neighbours
+// at a time so that a 16-bit pair is packed by one instruction.
+KI void rotate(Data& a, [[maybe_unused]] Data& z, const Table& cs, const Table& sn) {
+#if ROPE_NEOX
+  constexpr int step = V % 2 == 0 ? 2 : 1;
+#pragma unroll
+  for (int i = 0; i < V; i += step) {
+    float y1[2], y2[2];
+#pragma unroll
+    for (int k = 0; k < step; k++) {
+      const float c = get(cs, i + k), s = get(sn, i + k);
+      const float x1 = get(a, i + k), x2 = get(z, i + k);
+      y1[k] = fmaf(x1, c, -x2 * s);
+      y2[k] = fmaf(x2, c, x1 * s);
+    }
+    if constexpr (step == 2) {
+      put2(a, i, y1[0], y1[1]);
+      put2(z, i, y2[0], y2[1]);
+    } else {
+      put1(a, i, y1[0]);
+      put1(z, i, y2[0]);
+    }
+  }
+#else
+#pragma unroll
+  for (int i = 0; i < V; i++) {
+    const float c = get(cs, i), s = get(sn, i);
+    const float x1 = get(a, 2 * i), x2 = get(a, 2 * i + 1);
+    put2(a, 2 * i, fmaf(x1, c, -x2 * s), fmaf(x2, c, x1 * s));
+  }
+#endif
+}
+
+#if ROPE_MAXT > 0
+#define ROPE_BOUNDS __launch_bounds__(ROPE_MAXT, ROPE_MINB)
+#else
+#define ROPE_BOUNDS
+#endif
+
+extern "C" __global__ void ROPE_BOUNDS
+rope(const T* src0, T* dst0, T* qk1,
+#ifdef ROPE_POS
+     const ROPE_POS* __restrict__ positions,
+#else
+     const void* positions,
+#endif
+     const C* __restrict__ cosp, const C* __restrict__ sinp,
+     i64 cosRow, i64 sinRow, i64 maxPos,
+     int ntok, int n0, int n1, int hb, int cb, int half, int D,
+     i64 s0b, i64 s0t, HOff s0h,  // src0 strides: batch, token, head
+     i64 d0b, i64 d0t, HOff d0h,  // dst0 strides
+     i64 s1t, HOff s1h) {         // qk1 strides: token, head
+#if ROPE_FLAT
+  // hb is the head lanes per token; lane y takes heads y, y + hb, ...
+  const int nc = half / V;
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;  // the host keeps it in int
+  const int c = g % nc, r = g / nc;
+  const int lane = r % hb, t = r / hb;
+  if (t >= ntok) return;
+  const int hlo = 0, hhi = n0 + n1, by = hb;
+#else
   const int t = blockIdx.x * blockDim.z + threadIdx.z;
   if (t >= ntok) return;
-  const i64 b = blockIdx.z;
+  // blockIdx.y is a share of the heads (hb of them: [hlo, hhi) of the
+  // n0 + n1) times cb blocks of chunks.
+  const int share = blockIdx.y / cb, cblk = blockIdx.y - share * cb;
+  const int hlo = share * hb, hhi = min(n0 + n1, hlo + hb);
+  const int by = blockDim.y, lane = threadIdx.y;
+  const int c = cblk * blockDim.x + threadIdx.x;  // chunk of V pairs
+#endif
 #ifdef ROPE_POS
   const i64 pos = (i64)positions[t];
 #else
@@ -86,66 +226,52 @@ extern "C" __global__ void rope(const T* src0, T* dst0, T* qk1,
   // The guard; a token that fails it reads row 0 and stores nothing.
   const bool ok = pos >= 0 && pos < maxPos;
   const i64 row = ok ? pos : 0;
+  const T* s0 = src0 + blockIdx.z * s0b + t * s0t;
+  T* o0 = dst0 + blockIdx.z * d0b + t * d0t;
+  T* o1 = qk1 + t * s1t;  // unused when n1 == 0
+  const int e = NEOX ? c * V : c * 2 * V;  // first element of the chunk in a head
 
-  // This block's heads: [hlo, hhi) of the n0 + n1.
-  const int hlo = blockIdx.y * hb, hhi = min(n0 + n1, hlo + hb);
-  const T* s0 = src0 + b * s0b + (i64)t * s0t;
-  T* o0 = dst0 + b * d0b + (i64)t * d0t;
-  T* o1 = qk1 + (i64)t * s1t;  // unused when n1 == 0
-
-  const int nc = half / V;
-  for (int c = threadIdx.x; c < nc; c += blockDim.x) {
-    const int e = NEOX ? c * V : c * 2 * V;  // first element of the chunk in a head
-    for (int h0 = hlo + threadIdx.y; h0 < hhi; h0 += blockDim.y * HPT) {
-      // Data first, then the table: the table's address waits for the
-      // position load, the data loads need not.
-      Data a[HPT];
-#if ROPE_NEOX
-      Data z[HPT];
-#endif
+  const int h0 = hlo + lane;  // this thread's heads: h0 + j·by, j < HPT
+  if (c < half / V && h0 < hhi) {
+    // Data first, then the table: the table's address waits for the
+    // position load, the data loads need not.
+    Heads x;
 #pragma unroll
-      for (int j = 0; j < HPT; j++) {
-        const int h = h0 + j * blockDim.y;
-        if (h < hhi) {
-          const T* p = h < n0 ? s0 + h * s0h : o1 + (h - n0) * s1h;
-          a[j] = vload<T, W, DA>(p + e);
+    for (int j = 0; j < HPT; j++) {
+      const int h = h0 + j * by;
+      if (h < hhi) {
+        const T* p = (h < n0 ? s0 + h * s0h : o1 + (h - n0) * s1h) + e;
+        x.a[j] = vload<T, W, DA>(p);
 #if ROPE_NEOX
-          z[j] = vload<T, W, DA>(p + e + half);
+        x.z[j] = vload<T, W, DA>(p + half);
 #endif
-        }
       }
-      const Vec<C, V> cs = vload<C, V>(cosp + row * cosRow + c * V);
-      const Vec<C, V> sn = vload<C, V>(sinp + row * sinRow + c * V);
+    }
+    const Table cs = vload<C, V>(cosp + row * cosRow + c * V);
+    const Table sn = vload<C, V>(sinp + row * sinRow + c * V);
 #pragma unroll
-      for (int j = 0; j < HPT; j++) {
-        const int h = h0 + j * blockDim.y;
-        if (h < hhi && ok) {
-#pragma unroll
-          for (int i = 0; i < V; i++) {
-            const float c_ = to_float(cs.v[i]), s_ = to_float(sn.v[i]);
+    for (int j = 0; j < HPT; j++) {
+      const int h = h0 + j * by;
+      if (h < hhi && ok) {
 #if ROPE_NEOX
-            const float x1 = to_float(a[j].v[i]), x2 = to_float(z[j].v[i]);
-            a[j].v[i] = from_float<T>(fmaf(x1, c_, -x2 * s_));
-            z[j].v[i] = from_float<T>(fmaf(x2, c_, x1 * s_));
+        rotate(x.a[j], x.z[j], cs, sn);
 #else
-            const float x1 = to_float(a[j].v[2 * i]), x2 = to_float(a[j].v[2 * i + 1]);
-            a[j].v[2 * i] = from_float<T>(fmaf(x1, c_, -x2 * s_));
-            a[j].v[2 * i + 1] = from_float<T>(fmaf(x2, c_, x1 * s_));
+        rotate(x.a[j], x.a[j], cs, sn);
 #endif
-          }
-          T* q = h < n0 ? o0 + h * d0h : o1 + (h - n0) * s1h;
-          vstore(q + e, a[j]);
+        T* q = (h < n0 ? o0 + h * d0h : o1 + (h - n0) * s1h) + e;
+        vstore(q, x.a[j]);
 #if ROPE_NEOX
-          vstore(q + e + half, z[j]);
+        vstore(q + half, x.z[j]);
 #endif
-        }
       }
     }
   }
 
 #if ROPE_PASS > 0
-  // Out of place with r < D: copy dims [r, D) of this block's heads of src0
-  // (n1 is 0 here) to dst0.
+  static_assert(!ROPE_FLAT, "the pass-through copy takes the 3-D blocks");
+  // Out of place with r < D: chunk block 0 copies dims [r, D) of this
+  // block's heads of src0 (n1 is 0 here) to dst0.
+  if (cblk != 0) return;
   const int npc = (D - 2 * half) / ROPE_PASS;
   const int lanes = blockDim.x * blockDim.y;
   for (int j = threadIdx.y * blockDim.x + threadIdx.x; j < (hhi - hlo) * npc; j += lanes) {

@@ -8,11 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -351,62 +349,48 @@ func TestPickPass(t *testing.T) {
 	}
 }
 
+// TestPickLaunch checks the launch shapes on simulated devices: an H200's
+// 132 SMs, and 16 SMs, where fewer tokens fill the GPU twice over.
 func TestPickLaunch(t *testing.T) {
+	h200, small := cuda.Props{SMs: 132}, cuda.Props{SMs: 16}
 	cases := []struct {
-		name               string
-		tokens, heads, nc  int
-		spread             bool
-		hb, bx, by, bz, nb int // nb: blocks per token
+		name                  string
+		props                 cuda.Props
+		tokens, heads, nc, cb int // cb: chunk bytes
+		spread                bool
+		flat                  bool
+		hpt, occ              int
+		hb, bx, by, bz        int
+		nb, chunkBlocks       int // blocks per token (3-D), blocks of chunks
 	}{
-		{"llama decode T=1", 1, 40, 8, true, 14, 8, 14, 1, 3},
-		{"llama T=16384", 16384, 40, 8, true, 14, 8, 14, 1, 3},
-		{"deepseek T=4096", 4096, 129, 8, true, 15, 8, 15, 1, 9},
-		{"qwen3-next", 4096, 18, 4, true, 18, 4, 18, 1, 1},
-		{"small heads", 64, 4, 2, true, 4, 2, 4, 16, 1},
-		{"few tokens", 3, 4, 2, true, 4, 2, 4, 3, 1},
-		{"huge head", 64, 2, 1024, true, 1, 128, 1, 1, 2},
-		{"bhsd 16x4096 H=32", 16 * 4096, 32, 8, false, 1, 8, 1, 16, 32},
-		{"bhsd short", 5, 3, 8, false, 1, 8, 1, 5, 3},
-		{"bhsd head dim 6", 4096, 8, 3, false, 1, 3, 1, 42, 8},
+		{"llama decode T=1", h200, 1, 40, 8, 32, true, false, 4, 1024, 40, 8, 10, 1, 1, 1},
+		{"llama T=16384", h200, 16384, 40, 8, 32, true, true, 1, 1536, 40, 128, 1, 1, 0, 1},
+		{"deepseek T=4096", h200, 4096, 129, 8, 16, true, true, 2, 1536, 65, 128, 1, 1, 0, 1},
+		{"qwen3-next T=4096", h200, 4096, 18, 4, 32, true, false, 4, 1024, 20, 4, 5, 6, 1, 1},
+		{"qwen3-next T=4096, 16 SMs", small, 4096, 18, 4, 32, true, true, 1, 1536, 18, 128, 1, 1, 0, 1},
+		{"flat past 2^31 threads", h200, 1 << 22, 129, 8, 16, true, false, 2, 1536, 26, 8, 13, 1, 5, 1},
+		{"small heads", h200, 64, 4, 2, 32, true, false, 4, 1024, 4, 2, 1, 64, 1, 1},
+		{"few tokens", h200, 3, 4, 2, 32, true, false, 4, 1024, 4, 2, 1, 3, 1, 1},
+		{"huge head", h200, 64, 2, 1024, 4, true, false, 4, 1024, 4, 1024, 1, 1, 1, 1},
+		{"head of 2048 chunks", h200, 64, 2, 2048, 4, true, false, 4, 1024, 4, 1024, 1, 1, 1, 2},
+		{"bhsd 16x4096 H=32", h200, 16 * 4096, 32, 8, 32, false, false, 1, 0, 1, 8, 1, 16, 32, 1},
+		{"bhsd short", h200, 5, 3, 8, 32, false, false, 1, 0, 1, 8, 1, 5, 3, 1},
+		{"bhsd head dim 6", h200, 4096, 8, 3, 8, false, false, 1, 0, 1, 3, 1, 42, 8, 1},
 	}
 	for _, c := range cases {
-		got := pickLaunch(c.tokens, c.heads, c.nc, c.spread)
+		got := pickLaunch(c.props, c.tokens, c.heads, c.nc, c.cb, c.spread)
 		b := got.block
-		nb := (c.heads + got.hb - 1) / got.hb
-		if got.hpt != 1 || got.hb != c.hb || int(b.X) != c.bx || int(b.Y) != c.by || int(b.Z) != c.bz || nb != c.nb {
-			t.Errorf("%s: hpt %d, %d heads per block (%d blocks per token), block %v; want 1, %d (%d), %dx%dx%d",
-				c.name, got.hpt, got.hb, nb, b, c.hb, c.nb, c.bx, c.by, c.bz)
+		nb := 0
+		if !got.flat {
+			nb = (c.heads + got.hb - 1) / got.hb
+		}
+		if got.flat != c.flat || got.hpt != c.hpt || got.occ != c.occ || got.hb != c.hb || got.cb != c.chunkBlocks ||
+			int(b.X) != c.bx || int(b.Y) != c.by || int(b.Z) != c.bz || nb != c.nb {
+			t.Errorf("%s: flat %v, hpt %d, occ %d, hb %d (%d blocks per token, %d of chunks), block %v; want %v, %d, %d, %d (%d, %d), %dx%dx%d",
+				c.name, got.flat, got.hpt, got.occ, got.hb, nb, got.cb, b, c.flat, c.hpt, c.occ, c.hb, c.nb, c.chunkBlocks, c.bx, c.by, c.bz)
 		}
 		if n := b.X * b.Y * b.Z; n > 1024 {
 			t.Errorf("%s: %d threads per block", c.name, n)
-		}
-	}
-}
-
-// BenchmarkTune times every bench case at the launch shapes the picker
-// chooses between (GPU only), to check its choices.
-func BenchmarkTune(b *testing.B) {
-	dev := gputest.Device(b)
-	defer func() { tuning.hpt, tuning.threads = 0, 0 }()
-	type knobs struct{ hpt, threads int }
-	grid := map[string][]knobs{
-		"rope_bhsd": {{1, 64}, {1, 128}, {1, 256}, {2, 128}},
-		"rope_qk":   {{1, 64}, {1, 128}, {1, 256}, {1, 512}, {2, 128}, {2, 256}},
-	}
-	for _, op := range registry.Family("rope") {
-		for _, c := range op.Benches {
-			for _, k := range grid[op.Name] {
-				tuning.hpt, tuning.threads = k.hpt, k.threads
-				b.Run(fmt.Sprintf("%s/%s/hpt=%d/threads=%d", op.Name, c.Name, k.hpt, k.threads), func(b *testing.B) {
-					r, err := bench.Measure(dev, c, bench.Options{Runs: 100})
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.ReportMetric(0, "ns/op")
-					b.ReportMetric(r.MedianUS, "µs")
-					b.ReportMetric(r.GBs, "GB/s")
-				})
-			}
 		}
 	}
 }

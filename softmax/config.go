@@ -1,6 +1,8 @@
 package softmax
 
 import (
+	"math"
+
 	"github.com/gokittens/kittens/internal/intmath"
 
 	"github.com/gokittens/kittens/cuda"
@@ -35,6 +37,8 @@ type config struct {
 	Grid    int  // blocks when each takes one unit; capped by occupancy when Prefetch is set
 	Smem    int  // dynamic shared memory, bytes
 	Stream  bool // a block's share exceeds its register tile: two passes over x
+	Piece   int  // bulk: vectors (16 bytes) per slot of the ring
+	Slots   int  // bulk: slots of the ring
 }
 
 // spec is what the kernel is compiled for.
@@ -48,14 +52,28 @@ type spec struct {
 	// the next while it reduces the current one. Only configs without a
 	// cluster and with room in registers for the second tile use it.
 	Prefetch bool
+	// Bulk selects softmax_bulk: each block of a row's cluster copies its
+	// share of the row into a ring of shared-memory slots with bulk copies.
+	Bulk bool
 }
 
 // pickConfig chooses the launch for m rows of n elements of dtype dt,
 // accessed vec elements at a time (the widest access the alignment of x and
-// y allows, see vecWidth). It never fails: rows too long for the register
-// tiles of a block (or of a cluster, on GPUs that have clusters) stream.
-// Its shared memory is a few hundred bytes, under any device's limit.
+// y allows, see vecWidth). It never fails: rows that suit bulk copies take
+// softmax_bulk when their chunk fits the device's shared memory (read from
+// p, never over it); others take softmax_fwd, whose rows too long for the
+// register tiles of a block (or of a cluster, on GPUs that have clusters)
+// stream, with a few hundred bytes of shared memory.
 func pickConfig(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
+	if c, ok := pickBulk(p, m, n, dt, vec); ok {
+		return c
+	}
+	return pickRegister(p, m, n, dt, vec)
+}
+
+// pickRegister chooses a softmax_fwd launch: rows held in registers, or
+// streamed through them in two passes.
+func pickRegister(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 	size := dt.Size()
 	maxT := min(max(p.MaxThreadsPerBlock, 32), 1024) &^ 31
 	sms := max(p.SMs, 1)
@@ -131,6 +149,105 @@ func pickConfig(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 	c.Prefetch = cl == 1 && !c.Stream && c.NVec*c.Vec*size <= maxRowBytes/2
 	c.Grid = m * cl
 	c.Smem = scratchStats * statBytes
+	return c
+}
+
+// Limits of the bulk path (softmax_bulk).
+const (
+	bulkHead       = 768      // shared bytes before the ring: mbarriers and merge scratch (kBulkHead)
+	maxSlots       = 16       // kMaxSlots
+	bulkMinRow     = 16 << 10 // rows of fewer bytes stay on the register path
+	bulkMinBytes   = 2 << 20  // and so do inputs of fewer bytes: launch latency rules there
+	bulkTarget     = 64 << 10 // the largest chunk a cluster is widened to avoid: three blocks share an SM
+	bulkMinChunk   = 16 << 10 // the smallest chunk a cluster is widened to when rows are few
+	bulkWideElems  = 16384    // and the fewest elements a chunk keeps in a cluster over 8 blocks
+	bulkPiece      = 32 << 10 // bytes per bulk copy (and slot) of chunks up to bulkTarget
+	bulkBigPieces  = 8        // pieces of a larger chunk
+	bulkThreads    = 512      // the launch bound of softmax_bulk, and the block of a chunk over bulkTarget
+	bulkMaxThreads = 256      // the most threads of a block with a smaller chunk
+	bulkMinThreads = 128
+	bulkVecsPerThr = 8 // vectors of its chunk a thread handles, before the block grows
+	maxBulkCluster = 16
+	smReserve      = 1 << 10 // shared memory the driver reserves per block
+	threadsPerSM   = 2048
+)
+
+// pickBulk chooses a softmax_bulk launch where the device has bulk copies
+// (Hopper and later), every row of x and y starts 16-byte aligned (vec is a
+// whole 16 bytes), rows are a whole number of vectors, at least bulkMinRow
+// bytes long and bulkMinBytes in all, and a chunk fits a block's shared
+// memory. A row that fits one block goes without a cluster when there are
+// rows for every SM; otherwise the cluster is the fewest blocks (a power of
+// two, at most the portable 8) whose chunks stay within bulkTarget, widened
+// (up to 16 blocks on Hopper) while the rows are too few to give every SM a
+// block (beyond 8 blocks only while each keeps bulkWideElems elements).
+// Where blocks are alone on their SM and the rows fill more than one wave,
+// or three share an SM and the rows fill four, a cluster walks two rows, so
+// that the second streams in behind the first.
+// (Measured on an H200: see BenchmarkConfigs.)
+func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
+	size := dt.Size()
+	if p.Major < 9 || vec*size != 16 || n%vec != 0 || n*size < bulkMinRow || int64(m)*int64(n*size) < bulkMinBytes {
+		return config{}, false
+	}
+	vecs, sms := n/vec, max(p.SMs, 1)
+	chunk := func(cl int) int { return intmath.CeilDiv(vecs, cl) * 16 } // bytes
+	cl, target := 1, min(bulkTarget, maxChunk(p))
+	if m < sms || chunk(1) > maxChunk(p) {
+		for cl < maxCluster && chunk(cl) > target {
+			cl *= 2
+		}
+		widest := maxCluster
+		if p.Major == 9 {
+			widest = maxBulkCluster // non-portable, but every Hopper part runs it
+		}
+		for cl < widest && m*cl < sms && chunk(2*cl) >= bulkMinChunk && (cl < maxCluster || chunk(2*cl)/size >= bulkWideElems) {
+			cl *= 2
+		}
+	}
+	if chunk(cl) > maxChunk(p) {
+		return config{}, false
+	}
+	pieces := intmath.CeilDiv(chunk(cl), bulkPiece)
+	threads := min(max(intmath.RoundUp(intmath.CeilDiv(chunk(cl)/16, bulkVecsPerThr), 32), bulkMinThreads), bulkMaxThreads)
+	if chunk(cl) > bulkTarget {
+		pieces, threads = bulkBigPieces, bulkThreads
+	}
+	c := bulkConfig(p, m, n, dt, cl, pieces, 0, threads, 1)
+	per := bulkBlocksPerSM(p, c)
+	if clusters := max(1, sms*per/cl); per == 1 && m > clusters || per <= 3 && m >= 4*clusters {
+		c = bulkConfig(p, m, n, dt, cl, pieces, 0, threads, 2)
+	}
+	return c, true
+}
+
+// maxChunk is the largest chunk (bytes) a bulk block may hold on p.
+func maxChunk(p cuda.Props) int {
+	return min(p.SharedPerBlockOptin, p.SharedPerSM-smReserve) - bulkHead
+}
+
+// bulkBlocksPerSM is how many blocks of c share an SM, by shared memory and
+// threads.
+func bulkBlocksPerSM(p cuda.Props, c config) int {
+	return max(1, min(p.SharedPerSM/(c.Smem+smReserve), threadsPerSM/c.Block, 32))
+}
+
+// bulkConfig is the softmax_bulk launch with cl blocks per row, each
+// splitting its chunk into pieces copies, with slots slots in its ring (at
+// least the pieces of a chunk; 0: just those), threads threads, and each
+// cluster walking rowsPer rows.
+func bulkConfig(p cuda.Props, m, n int, dt tensor.DType, cl, pieces, slots, threads, rowsPer int) config {
+	vec := 16 / dt.Size()
+	c := config{spec: spec{DType: dt, Vec: vec, NVec: 1, MaxT: bulkThreads, Bulk: true}}
+	c.Cluster = cl
+	c.Chunk = intmath.CeilDiv(n/vec, cl) * vec
+	pieces = max(1, min(pieces, c.Chunk/vec))
+	c.Piece = intmath.CeilDiv(c.Chunk/vec, pieces)
+	pieces = intmath.CeilDiv(c.Chunk/vec, c.Piece)
+	c.Slots = max(pieces, min(slots, maxSlots)) // a row's pieces are all resident while it is reduced
+	c.Block = min(threads, bulkThreads, max(p.MaxThreadsPerBlock, 32)&^31)
+	c.Grid = min(intmath.CeilDiv(m, max(rowsPer, 1)), math.MaxInt32/cl) * cl // clusters walk the rows past the grid
+	c.Smem = bulkHead + c.Slots*c.Piece*16
 	return c
 }
 

@@ -30,9 +30,11 @@ type parityCase struct {
 }
 
 // parityCases cover both kernel layouts (lanes per row, blocks and clusters
-// per row), the streaming path, every dtype, odd N (scalar access), strides,
+// per row), the streaming path, the bulk path (on Hopper: aligned rows of 16
+// KiB and more, 2 MiB in all), every dtype, odd N (scalar access), strides,
 // in place, zero rows, N = 1 and the special values. Each stays under about
-// 2M elements so the CPU reference stays quick.
+// 2M elements so the CPU reference stays quick. TestRegisterPath runs the
+// long aligned rows through the register path too.
 var parityCases = []parityCase{
 	{DType: tensor.BF16, M: 128, N: 128, Std: 1, Name: "short rows"},
 	{DType: tensor.BF16, M: 16384, N: 128, Std: 1, Scale: 0.7, Name: "short rows, scale"},
@@ -43,10 +45,12 @@ var parityCases = []parityCase{
 	{DType: tensor.BF16, M: 200, N: 1000, Std: 30, Name: "block per row, large values"},
 	{DType: tensor.F32, M: 100, N: 4097, Std: 1, Name: "odd N, cluster"},
 	{DType: tensor.BF16, M: 16, N: 100003, Std: 30, Name: "odd long rows, cluster"},
-	{DType: tensor.F32, M: 4, N: 262144, Std: 1, Name: "longest rows in registers"},
-	{DType: tensor.BF16, M: 6, N: 262144, Std: 30, Name: "longest rows in registers, large values"},
-	{DType: tensor.BF16, M: 4, N: 500000, Std: 1, Special: true, Name: "streamed rows"},
-	{DType: tensor.F32, M: 3, N: 400000, Std: 30, Name: "streamed rows, large values"},
+	{DType: tensor.F32, M: 4, N: 262144, Std: 1, Name: "long rows"},
+	{DType: tensor.BF16, M: 6, N: 262144, Std: 30, Name: "long rows, large values"},
+	{DType: tensor.BF16, M: 4, N: 500000, Std: 1, Special: true, Name: "longer rows"},
+	{DType: tensor.F32, M: 3, N: 400000, Std: 30, Name: "longer rows, large values"},
+	{DType: tensor.BF16, M: 128, N: 8192, Std: 4, Scale: -0.5, Special: true, Name: "bulk rows, special values"},
+	{DType: tensor.F32, M: 64, N: 16384, Ldx: 16388, Ldy: 16392, Std: 1, Name: "bulk rows, strided"},
 	{DType: tensor.BF16, M: 300, N: 1000, Ldx: 1003, Ldy: 1000, Std: 1, Name: "strided, unaligned rows"},
 	{DType: tensor.F32, M: 64, N: 4096, Ldx: 4100, Ldy: 4104, Std: 1, Scale: -1.5, Name: "strided, negative scale"},
 	{DType: tensor.BF16, M: 512, N: 4096, Std: 1, InPlace: true, Name: "in place"},

@@ -16,6 +16,10 @@
 //     keeps a running (m, s) over the tiles (s rescaled whenever m grows), a
 //     second pass reads the tiles again and writes them.
 //
+// (softmax_bulk, at the end of this file, is a fourth shape for rows that
+// suit Hopper's bulk copies: shared memory instead of registers holds the
+// row; see its own note.)
+//
 // In the first two cases a thread's elements stay in registers between the
 // reduction and the write: x is read once and y written once. Each thread
 // keeps R vectors of V elements (one 2- to 16-byte access each), all loads
@@ -48,6 +52,9 @@
 #ifndef PREFETCH
 #define PREFETCH 0 // load a block's next unit while reducing the current one
 #endif
+#ifndef BULK
+#define BULK 0 // softmax_bulk: each block copies its share of a row into shared memory
+#endif
 
 typedef DTYPE T;
 constexpr int V = VEC, R = NVEC, G = GROUP;
@@ -66,9 +73,17 @@ KI float safe(float m) { return m == -kinf() ? 0.f : m; }
 // Stat is a partial reduction: max m and the sum s of exp(v − safe(m)).
 struct Stat { float m, s; };
 
+// Stats are in natural units on the register path; the bulk path keeps its
+// values (and so m) premultiplied by log2 e, and its sums are of 2^(v − m).
+#if BULK
+constexpr float kStatUnit = 1.f;
+#else
+constexpr float kStatUnit = kLog2e;
+#endif
+
 KI Stat merge(Stat a, Stat b) {
   const float m = fmaxf(a.m, b.m), ms = safe(m);
-  return Stat{m, a.s * expm(a.m, ms) + b.s * expm(b.m, ms)};
+  return Stat{m, a.s * ex2((a.m - ms) * kStatUnit) + b.s * ex2((b.m - ms) * kStatUnit)};
 }
 
 template <int W> KI Stat group_merge(Stat a) {
@@ -226,6 +241,7 @@ KI Stat merge_all(Stat own, Stat* scratch, int it) {
 #endif
 }
 
+#if !BULK
 // softmax_fwd: x and y are [rows, n] with row strides ldx and ldy (elements;
 // y may be x). chunk is the columns each block of a cluster owns (a multiple
 // of V). Dynamic shared memory: 66 Stats when G == 0.
@@ -305,3 +321,128 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
   if (cluster_nctarank() > 1) cluster_sync(); // no block leaves while another may still read its slots
 #endif
 }
+#endif // !BULK
+
+#if BULK
+// softmax_bulk: the same contract as softmax_fwd for rows whose every start
+// (in x and y) is 16-byte aligned and whose length is a multiple of V = 16
+// bytes. A cluster of C blocks owns a row, each block a chunk of it (chunk
+// elements, a multiple of V), and a cluster walks rows first, first + step,
+// ... Shared memory holds a ring of `slots` slots of `piece` vectors; the
+// block's share of each row comes as pieces of that size, piece g of the
+// block's sequence into slot g mod slots, each a bulk copy that one thread
+// issues and that completes on the slot's mbarrier. The copies need no
+// registers, so all slots are in flight at once; with more slots than
+// pieces per row, the next row's first pieces arrive while this one is
+// reduced and its blocks wait for each other. The block reduces each piece
+// as it lands (its max, then its sum of 2^(v − m)); the partials meet as in
+// softmax_fwd (warps through shared memory, blocks through DSMEM); then y is
+// written from shared memory with 16-byte stores, and each slot, once every
+// thread has written it out, is refilled with the piece `slots` later. x is
+// read from memory once.
+//
+// Dynamic shared memory: kBulkHead bytes (mbarriers, the merge scratch), then
+// the slots.
+constexpr int kMaxSlots = 16, kBulkHead = 768;
+static_assert(V * sizeof(T) == 16, "bulk rows move 16-byte vectors");
+
+KI void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+
+// softmax_bulk: as softmax_fwd, plus piece (vectors per slot, the same in
+// every block of a cluster) and slots (at most kMaxSlots).
+extern "C" __global__ void __launch_bounds__(MAXT, 1)
+softmax_bulk(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, float scale, int piece, int slots) {
+  extern __shared__ __align__(128) unsigned char dsm[];
+  u64* bar = reinterpret_cast<u64*>(dsm);                       // kMaxSlots mbarriers
+  Stat* scratch = reinterpret_cast<Stat*>(dsm + 8 * kMaxSlots); // 66 Stats
+  Vec* ring = reinterpret_cast<Vec*>(dsm + kBulkHead);
+  const u32 nblk = cluster_nctarank();
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int begin = (int)cluster_ctarank() * chunk;
+  const int nv = max(0, min(n - begin, chunk)) / V;    // vectors of this block's share of a row
+  const int np = (nv + piece - 1) / piece;              // its pieces per row
+  const int first = blockIdx.x / nblk, step = gridDim.x / nblk;
+  const int nrows = first < rows ? (rows - 1 - first) / step + 1 : 0;
+  const i64 total = (i64)nrows * np;                    // pieces this block loads
+  auto span = [&](int p) { return min(piece, nv - p * piece); }; // vectors of piece p
+
+  if (tid == 0) {
+    for (int s = 0; s < slots; ++s) mbar_init(&bar[s], 1);
+  }
+  __syncthreads();
+  // The ring's bookkeeping counts (no divisions): thread 0 loads piece pp of
+  // row iteration pr into slot ps next; a reader's slot s flips its phase
+  // each time s wraps to 0.
+  int pr = 0, pp = 0, ps = 0;
+  auto issue = [&]() {
+    const u32 bytes = (u32)span(pp) * 16u;
+    mbar_expect_tx(&bar[ps], bytes);
+    bulk_load(ring + ps * piece, x + (i64)(first + pr * step) * ldx + begin + pp * piece * V, bytes, &bar[ps]);
+    if (++pp == np) pp = 0, ++pr;
+    if (++ps == slots) ps = 0;
+  };
+  if (tid == 0) {
+    for (int k = 0; k < slots && k < total; ++k) issue();
+  }
+
+  // Values are x·scale·log2 e, so that each exponential is one FFMA and an
+  // ex2: 2^(x·a − m) with a = scale·log2 e, m the row's max of x·a.
+  const float a2 = scale * kLog2e;
+  int s0 = 0;   // slot of this row's first piece
+  u32 ph0 = 0;  // and its phase
+  for (int it = 0; it < nrows; ++it) {
+    const int row = first + it * step;
+    Stat own{-kinf(), 0.f};
+    int s = s0;
+    u32 ph = ph0;
+    for (int p = 0; p < np; ++p) {
+      const int len = span(p);
+      const Vec* v = ring + s * piece;
+      mbar_wait(&bar[s], ph);
+      float m = own.m;
+      for (int i = tid; i < len; i += nt) {
+        const Vec u = v[i];
+#pragma unroll
+        for (int e = 0; e < V; ++e) m = fmaxf(m, to_float(u.e[e]) * a2);
+      }
+      const float ms = safe(m);
+      float sum = own.s * ex2(own.m - ms);
+      for (int i = tid; i < len; i += nt) {
+        const Vec u = v[i];
+#pragma unroll
+        for (int e = 0; e < V; ++e) sum += ex2(fmaf(to_float(u.e[e]), a2, -ms));
+      }
+      own = Stat{m, sum};
+      if (++s == slots) s = 0, ph ^= 1;
+    }
+    Stat* half = scratch + (it & 1) * 33;
+    Stat all = block_merge(own, half);
+    if (nblk > 1) all = cluster_merge(all, half + 32, nblk);
+    const float ms = safe(all.m), inv = 1.f / all.s;
+    T* yr = y + (i64)row * ldy + begin;
+    s = s0;
+    for (int p = 0; p < np; ++p) {
+      const int len = span(p);
+      const Vec* v = ring + s * piece;
+      VecBits* out = reinterpret_cast<VecBits*>(yr + p * piece * V);
+      for (int i = tid; i < len; i += nt) {
+        Vec u = v[i];
+#pragma unroll
+        for (int e = 0; e < V; ++e) u.e[e] = from_float<T>(ex2(fmaf(to_float(u.e[e]), a2, -ms)) * inv);
+        out[i] = u.bits;
+      }
+      if ((i64)it * np + p + slots < total) { // a piece is left to load into this slot
+        __syncthreads();                        // every thread is done with the slot
+        if (tid == 0) issue();
+      }
+      if (++s == slots) s = 0;
+    }
+    s0 += np;
+    if (s0 >= slots) s0 -= slots, ph0 ^= 1;
+  }
+  if (nblk > 1) cluster_sync(); // no block leaves while another may still read its slots
+}
+#endif // BULK

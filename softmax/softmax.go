@@ -17,13 +17,18 @@
 //
 // On the device, short rows (up to 512 bf16 or 256 f32 elements when rows
 // are 16-byte aligned) are shared by a few lanes of a warp, many rows per
-// block; longer rows take a
-// block, or a thread-block cluster of up to 8 blocks whose partial maxima
-// and sums meet in distributed shared memory. While a row's share fits the
-// registers of its block (up to 131,072 bf16 or 65,536 f32 elements over a
-// cluster), x is read once; longer rows take two passes, the second mostly
-// served from L2. Without clusters, blocks are persistent and load their
-// next rows while reducing the current ones.
+// block; longer rows take a block, or a thread-block cluster of up to 8
+// blocks whose partial maxima and sums meet in distributed shared memory.
+// On Hopper, rows of at least 16 KiB (2 MiB in all) whose starts are 16-byte
+// aligned and whose length is a whole number of 16 bytes are copied into the
+// shared memory of their block or cluster (up to 16 blocks) with bulk
+// asynchronous copies, reduced there and written from there: x is read
+// once at any length that fits the cluster's shared memory (about 1.8 MB a
+// row on an H200). Elsewhere, while a row's share fits the registers of its block (up
+// to 131,072 bf16 or 65,536 f32 elements over a cluster), x is read once;
+// longer rows take two passes, the second mostly served from L2. Without
+// clusters, blocks are persistent and load their next rows while reducing
+// the current ones.
 package softmax
 
 import (
@@ -88,17 +93,27 @@ func Softmax(s *cuda.Stream, y, x *tensor.Tensor, o Options) error {
 
 // kernels holds softmax_fwd per specialization and device.
 var kernels = jit.Funcs[spec]{Kernel: func(sp spec) jit.Kernel {
-	return jit.Kernel{File: "softmax/softmax.cu", Source: source, Entry: "softmax_fwd", Defines: sp.defines()}
+	entry := "softmax_fwd"
+	if sp.Bulk {
+		entry = "softmax_bulk"
+	}
+	return jit.Kernel{File: "softmax/softmax.cu", Source: source, Entry: entry, Defines: sp.defines()}
 }}
 
 // defines specializes softmax.cu.
 func (sp spec) defines() []string {
-	prefetch := 0
-	if sp.Prefetch {
-		prefetch = 1
+	if sp.Bulk {
+		return jit.Defines(map[string]any{"DTYPE": sp.dtypeName(), "VEC": sp.Vec, "MAXT": sp.MaxT, "BULK": 1})
 	}
 	return jit.Defines(map[string]any{"DTYPE": sp.dtypeName(), "VEC": sp.Vec, "NVEC": sp.NVec, "GROUP": sp.Group,
-		"MAXT": sp.MaxT, "PREFETCH": prefetch})
+		"MAXT": sp.MaxT, "PREFETCH": b2i(sp.Prefetch)})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func launch(s *cuda.Stream, y, x *tensor.Tensor, scale float32) error {
@@ -143,6 +158,11 @@ func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
 	if err != nil {
 		return err
 	}
+	if c.Bulk {
+		if err := prepareBulk(fn, dev.Props(), c); err != nil {
+			return err
+		}
+	}
 	if c.Prefetch {
 		occ, err := occupancy(fn, c.Block, c.Smem)
 		if err != nil {
@@ -156,5 +176,39 @@ func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
 	}
 	args := cuda.NewArgs().Ptr(x.Ptr()).Ptr(y.Ptr()).I32(int32(m)).I32(int32(n)).
 		I64(int64(x.Stride(0))).I64(int64(y.Stride(0))).I32(int32(c.Chunk)).F32(scale)
+	if c.Bulk {
+		args.I32(int32(c.Piece)).I32(int32(c.Slots))
+	}
 	return fn.Launch(cfg, args)
+}
+
+type bulkKey struct {
+	fn *cuda.Function
+	cl bool
+}
+
+// bulkShared holds, per function, the dynamic shared memory limit set so far
+// (and, under cl = true, whether clusters over 8 blocks were allowed).
+var bulkShared sync.Map
+
+// prepareBulk raises fn's shared memory limit to c.Smem, and allows its
+// cluster when it is over the portable 8 blocks, once per function.
+func prepareBulk(fn *cuda.Function, p cuda.Props, c config) error {
+	if c.Smem > p.SharedPerBlock {
+		if v, ok := bulkShared.Load(bulkKey{fn, false}); !ok || v.(int) < c.Smem {
+			if err := fn.SetMaxDynamicShared(c.Smem); err != nil {
+				return fmt.Errorf("softmax.Softmax: raising shared memory to %d bytes: %w", c.Smem, err)
+			}
+			bulkShared.Store(bulkKey{fn, false}, c.Smem)
+		}
+	}
+	if c.Cluster > maxCluster {
+		if _, ok := bulkShared.Load(bulkKey{fn, true}); !ok {
+			if err := fn.SetAttribute(cuda.FuncNonPortableClusterOK, 1); err != nil {
+				return fmt.Errorf("softmax.Softmax: allowing clusters of %d blocks: %w", c.Cluster, err)
+			}
+			bulkShared.Store(bulkKey{fn, true}, 1)
+		}
+	}
+	return nil
 }

@@ -193,6 +193,10 @@ func checkInvariants(t *testing.T, p cuda.Props, m, n int, c config) {
 	fail := func(format string, a ...any) {
 		t.Errorf("%s m=%d n=%d %+v: %s", p.Name, m, n, c, fmt.Sprintf(format, a...))
 	}
+	if c.Bulk {
+		checkBulk(t, p, m, n, c, fail)
+		return
+	}
 	if c.Smem > p.SharedPerBlock {
 		fail("shared memory %d over %d", c.Smem, p.SharedPerBlock)
 	}
@@ -225,6 +229,40 @@ func checkInvariants(t *testing.T, p cuda.Props, m, n int, c config) {
 	}
 }
 
+// checkBulk asserts what a softmax_bulk config must satisfy: a device with
+// bulk copies, 16-byte vectors that tile every row, chunks that cover the row
+// and fit the block's and the SM's shared memory, and a grid of whole
+// clusters no larger than the rows need.
+func checkBulk(t *testing.T, p cuda.Props, m, n int, c config, fail func(string, ...any)) {
+	t.Helper()
+	size := c.DType.Size()
+	if p.Major < 9 || c.Vec*size != 16 || n%c.Vec != 0 || c.Chunk%c.Vec != 0 || c.NVec != 1 {
+		fail("bulk copies need Hopper and 16-byte vectors that tile the row")
+	}
+	if c.Group != 0 || c.Stream || c.Prefetch {
+		fail("bulk configs own whole rows, in shared memory")
+	}
+	if c.Smem > p.SharedPerBlockOptin || c.Smem+smReserve > p.SharedPerSM {
+		fail("shared memory %d does not hold the chunk or is over the device's %d (block) / %d (SM)",
+			c.Smem, p.SharedPerBlockOptin, p.SharedPerSM)
+	}
+	if c.Cluster < 1 || c.Cluster > 16 || c.Chunk*c.Cluster < n || (c.Cluster-1)*c.Chunk >= n {
+		fail("chunks do not cover the row, or a block is empty")
+	}
+	if c.Grid%c.Cluster != 0 || c.Grid < c.Cluster || c.Grid/c.Cluster > m || c.Grid > math.MaxInt32 {
+		fail("grid is not a number of whole clusters within the rows")
+	}
+	if c.Piece < 1 || c.Slots > maxSlots || c.Slots*c.Piece*c.Vec < c.Chunk || c.Smem != bulkHead+c.Slots*c.Piece*16 {
+		fail("the ring does not hold a chunk, or has too many slots")
+	}
+	if c.Block < 32 || c.Block%32 != 0 || c.Block > c.MaxT || c.MaxT != bulkThreads || c.Block > p.MaxThreadsPerBlock {
+		fail("bad block size")
+	}
+}
+
+// TestPickConfig checks the register path's picks (what GPUs without bulk
+// copies, and rows that do not suit them, get), and that pickConfig takes
+// them wherever it does not take the bulk path.
 func TestPickConfig(t *testing.T) {
 	for _, c := range []struct {
 		p     cuda.Props
@@ -254,12 +292,93 @@ func TestPickConfig(t *testing.T) {
 		{h200, 10, 100003, tensor.BF16, 1, 0, 8, 512, 8, true},
 		{h200, 1, 2, tensor.F32, 2, 1, 1, 64, 1, false},
 	} {
-		got := pickConfig(c.p, c.m, c.n, c.dt, c.vec)
+		got := pickRegister(c.p, c.m, c.n, c.dt, c.vec)
 		checkInvariants(t, c.p, c.m, c.n, got)
+		if all := pickConfig(c.p, c.m, c.n, c.dt, c.vec); !all.Bulk && all != got {
+			t.Errorf("%s %dx%d %s vec %d: pickConfig %+v is neither bulk nor pickRegister's %+v", c.p.Name, c.m, c.n, c.dt, c.vec, all, got)
+		}
 		if got.Group != c.group || got.NVec != c.nvec || got.Block != c.block || got.Cluster != c.cl || got.Stream != c.strm {
 			t.Errorf("%s %dx%d %s vec %d: got group %d nvec %d block %d cluster %d stream %v, want %d %d %d %d %v",
 				c.p.Name, c.m, c.n, c.dt, c.vec, got.Group, got.NVec, got.Block, got.Cluster, got.Stream,
 				c.group, c.nvec, c.block, c.cl, c.strm)
+		}
+	}
+}
+
+// TestPickBulk checks the bulk picks for the benchmark shapes on an H200,
+// as measured best there (BenchmarkConfigs).
+func TestPickBulk(t *testing.T) {
+	for _, c := range []struct {
+		m, n                       int
+		dt                         tensor.DType
+		bulk                       bool
+		cl, piece, slots, block, g int
+	}{
+		{4096, 4096, tensor.BF16, false, 0, 0, 0, 0, 0},          // 8 KiB rows: registers
+		{16, 32768, tensor.BF16, false, 0, 0, 0, 0, 0},           // 1 MiB in all: registers
+		{16384, 8192, tensor.BF16, true, 1, 1024, 1, 128, 16384}, // many short chunks
+		{256, 32768, tensor.F32, true, 1, 1024, 8, 512, 128},     // a row fits a block; two rows each
+		{256, 32768, tensor.BF16, true, 1, 2048, 2, 256, 256},
+		{256, 131072, tensor.F32, true, 8, 2048, 2, 256, 1024}, // two rows a cluster
+		{256, 262144, tensor.F32, true, 8, 1024, 8, 512, 1024},
+		{256, 131072, tensor.BF16, true, 4, 2048, 2, 256, 1024},
+		{256, 262144, tensor.BF16, true, 8, 2048, 2, 256, 1024},
+		{64, 151936, tensor.BF16, true, 8, 1187, 2, 256, 512},
+		{16, 32768, tensor.F32, true, 8, 1024, 1, 128, 128},
+		{16, 131072, tensor.F32, true, 8, 2048, 2, 256, 128},  // 8192 elements a block: no wider
+		{16, 262144, tensor.F32, true, 16, 2048, 2, 256, 256}, // few rows: 16 blocks a row
+		{16, 262144, tensor.BF16, true, 16, 2048, 1, 256, 256},
+	} {
+		got := pickConfig(h200, c.m, c.n, c.dt, 16/c.dt.Size())
+		checkInvariants(t, h200, c.m, c.n, got)
+		if got.Bulk != c.bulk || c.bulk && (got.Cluster != c.cl || got.Piece != c.piece || got.Slots != c.slots || got.Block != c.block || got.Grid != c.g) {
+			t.Errorf("%dx%d %s: got bulk %v cluster %d piece %d slots %d block %d grid %d, want %v %d %d %d %d %d",
+				c.m, c.n, c.dt, got.Bulk, got.Cluster, got.Piece, got.Slots, got.Block, got.Grid,
+				c.bulk, c.cl, c.piece, c.slots, c.block, c.g)
+		}
+	}
+}
+
+// TestPickBulkLimits checks that softmax_bulk is chosen only where the
+// device has bulk copies and the rows suit them, and that its chunk always
+// fits the device's shared memory: on simulated Hopper parts with less
+// shared memory, longer rows widen the cluster or fall back to the register
+// path rather than fail at launch.
+func TestPickBulkLimits(t *testing.T) {
+	lean := h200 // a Hopper part with 100 KiB of shared memory a block
+	lean.Name, lean.SharedPerBlockOptin, lean.SharedPerSM = "lean", 100<<10, 132<<10
+	tight := h200 // room for one 48 KiB block only
+	tight.Name, tight.SharedPerBlockOptin, tight.SharedPerSM = "tight", 48<<10, 50<<10
+	noOptin := h200
+	noOptin.Name, noOptin.SharedPerBlockOptin = "no opt-in", 48<<10
+	for _, c := range []struct {
+		p       cuda.Props
+		m, n    int
+		dt      tensor.DType
+		vec     int
+		bulk    bool
+		cluster int
+	}{
+		{h200, 256, 262144, tensor.F32, 4, true, 8},
+		{h200, 256, 262144, tensor.F32, 2, false, 0}, // rows not 16-byte aligned
+		{h200, 256, 262146, tensor.F32, 4, false, 0}, // not a whole number of vectors
+		{h200, 256, 512, tensor.F32, 4, false, 0},    // too short: the register path
+		{small, 256, 32768, tensor.F32, 4, false, 0}, // no bulk copies before Hopper
+		{lean, 256, 262144, tensor.F32, 4, false, 0}, // 128 KiB chunks do not fit
+		{lean, 256, 131072, tensor.F32, 4, true, 8},
+		{tight, 256, 131072, tensor.F32, 4, false, 0},
+		{tight, 256, 65536, tensor.F32, 4, true, 8},
+		{noOptin, 256, 65536, tensor.F32, 4, true, 8},
+		{noOptin, 256, 131072, tensor.F32, 4, false, 0},
+	} {
+		got, ok := pickBulk(c.p, c.m, c.n, c.dt, c.vec)
+		if ok != c.bulk || ok && got.Cluster != c.cluster {
+			t.Errorf("%s %dx%d %s vec %d: bulk %v cluster %d, want %v %d", c.p.Name, c.m, c.n, c.dt, c.vec, ok, got.Cluster, c.bulk, c.cluster)
+		}
+		all := pickConfig(c.p, c.m, c.n, c.dt, c.vec)
+		checkInvariants(t, c.p, c.m, c.n, all)
+		if all.Bulk != c.bulk {
+			t.Errorf("%s %dx%d %s: pickConfig bulk %v, want %v", c.p.Name, c.m, c.n, c.dt, all.Bulk, c.bulk)
 		}
 	}
 }
@@ -269,10 +388,12 @@ func TestPickConfig(t *testing.T) {
 func TestPickConfigSweep(t *testing.T) {
 	tiny := small
 	tiny.Name, tiny.MaxThreadsPerBlock = "tiny", 256
-	for _, p := range []cuda.Props{h200, small, tiny} {
+	lean := h200
+	lean.Name, lean.SharedPerBlockOptin, lean.SharedPerSM, lean.MaxThreadsPerBlock = "lean", 64<<10, 100<<10, 256
+	for _, p := range []cuda.Props{h200, small, tiny, lean} {
 		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
 			for _, m := range []int{1, 3, 16, 100, 257, 4096, 1 << 20} {
-				for _, n := range []int{1, 2, 3, 31, 128, 129, 1000, 4097, 32768, 100003, 262144, 1 << 22} {
+				for _, n := range []int{1, 2, 3, 31, 128, 129, 1000, 4096, 4097, 8192, 32768, 100003, 151936, 262144, 1 << 20, 1 << 22} {
 					for vec := 16 / dt.Size(); vec >= 1; vec /= 2 {
 						checkInvariants(t, p, m, n, pickConfig(p, m, n, dt, vec))
 					}
@@ -363,6 +484,11 @@ func TestKernelResources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if c.Bulk {
+			if err := prepareBulk(fn, dev.Props(), c); err != nil {
+				t.Fatal(err)
+			}
+		}
 		regs, _ := fn.Attribute(cuda.FuncNumRegs)
 		local, _ := fn.Attribute(cuda.FuncLocalSizeBytes)
 		occ, _ := fn.MaxActiveBlocksPerSM(c.Block, c.Smem)
@@ -373,11 +499,128 @@ func TestKernelResources(t *testing.T) {
 	}
 }
 
-// BenchmarkConfigs times alternative configs of a few benchmark shapes
-// beside the picker's own, to tune the picker: lanes and block sizes for
-// short rows, prefetching for hidden-size rows, and for long rows
-// register-resident blocks and clusters against streaming ones. (Clusters
-// of 16 blocks, tried earlier, were slower than 8 everywhere.)
+// TestRegisterPath runs long aligned rows, which take the bulk path on
+// Hopper, through the register path's configs for this GPU (clusters with
+// rows in registers, streamed rows) against the reference.
+func TestRegisterPath(t *testing.T) {
+	dev := gputest.Device(t)
+	rng, seed := tensor.NewRNG()
+	for _, c := range []struct {
+		dt      tensor.DType
+		m, n    int
+		inPlace bool
+		special bool
+	}{
+		{tensor.F32, 4, 262144, false, false},
+		{tensor.BF16, 6, 262144, false, true},
+		{tensor.BF16, 4, 500000, false, true},
+		{tensor.F32, 3, 400000, false, false},
+		{tensor.BF16, 512, 8192, true, false},
+	} {
+		cfg := pickRegister(dev.Props(), c.m, c.n, c.dt, 16/c.dt.Size())
+		name := fmt.Sprintf("%s %dx%d inplace %v special %v: %+v", c.dt, c.m, c.n, c.inPlace, c.special, cfg)
+		runConfig(t, dev, name, seed, rng, c.dt, c.m, c.n, 0, 0, c.inPlace, c.special, cfg)
+	}
+}
+
+// TestBulkVariants runs softmax_bulk configs the picker may not choose on
+// this GPU (clusters of 16, uneven pieces, rings deeper than a chunk, rows
+// walked by a cluster, strides, in place, special values) against the
+// reference.
+func TestBulkVariants(t *testing.T) {
+	dev := gputest.Device(t)
+	p := dev.Props()
+	if p.Major < 9 {
+		t.Skip("bulk copies need Hopper")
+	}
+	rng, seed := tensor.NewRNG()
+	for _, c := range []struct {
+		dt                                  tensor.DType
+		m, n, ldx, ldy                      int
+		cl, pieces, slots, threads, rowsPer int
+		inPlace, special                    bool
+	}{
+		{tensor.F32, 5, 100000, 0, 0, 8, 8, 0, 512, 2, false, false},
+		{tensor.F32, 5, 100000, 0, 0, 8, 4, 5, 512, 2, false, false},
+		{tensor.F32, 5, 100000, 0, 0, 16, 4, 4, 256, 1, false, false},
+		{tensor.F32, 5, 100000, 0, 0, 16, 2, 7, 256, 3, false, false},
+		{tensor.F32, 4, 100000, 0, 0, 3, 3, 4, 160, 2, false, false},
+		{tensor.BF16, 7, 8200, 0, 0, 1, 1, 2, 128, 3, false, false},
+		{tensor.BF16, 7, 8200, 0, 0, 2, 3, 0, 96, 2, false, false},
+		{tensor.BF16, 8, 20000, 0, 0, 4, 2, 3, 128, 2, false, true},
+		{tensor.BF16, 8, 20000, 0, 0, 16, 1, 1, 64, 4, false, true},
+		{tensor.F32, 6, 40000, 0, 0, 2, 4, 6, 256, 2, true, false},
+		{tensor.F32, 6, 40000, 0, 0, 2, 4, 0, 256, 1, true, false},
+		{tensor.BF16, 9, 16384, 16392, 16400, 2, 4, 5, 128, 2, false, false},
+		{tensor.F16, 9, 16384, 16392, 16400, 4, 2, 0, 128, 1, false, false},
+		{tensor.BF16, 40, 65536, 0, 0, 8, 2, 3, 256, 3, false, true},
+	} {
+		name := fmt.Sprintf("%s %dx%d ld %d/%d cl %d pieces %d slots %d threads %d rows %d inplace %v special %v",
+			c.dt, c.m, c.n, c.ldx, c.ldy, c.cl, c.pieces, c.slots, c.threads, c.rowsPer, c.inPlace, c.special)
+		cfg := bulkConfig(p, c.m, c.n, c.dt, c.cl, c.pieces, c.slots, c.threads, c.rowsPer)
+		checkInvariants(t, p, c.m, c.n, cfg)
+		runConfig(t, dev, name, seed, rng, c.dt, c.m, c.n, c.ldx, c.ldy, c.inPlace, c.special, cfg)
+	}
+}
+
+// runConfig runs config cfg on a fresh [m, n] input (row strides ldx and
+// ldy, 0: contiguous) and compares it with the reference.
+func runConfig(t *testing.T, dev *cuda.Device, name string, seed uint64, rng *rand.Rand, dt tensor.DType,
+	m, n, ldx, ldy int, inPlace, special bool, cfg config) {
+	t.Helper()
+	x, err := tensor.NewStrided(dt, []int{m, n}, []int{max(ldx, n), 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.FillNormal(rng, 0, 4)
+	if special {
+		setSpecialRows(x, rng)
+	}
+	want := tensor.New(dt, m, n)
+	reference(want, x, 0.5)
+	xd, err := x.ToDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xd.Free()
+	yd := xd
+	if !inPlace {
+		y, err := tensor.NewStrided(dt, []int{m, n}, []int{max(ldy, n), 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if yd, err = y.ToDevice(dev); err != nil {
+			t.Fatal(err)
+		}
+		defer yd.Free()
+		if err := yd.Poison(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = run(nil, yd, xd, 0.5, cfg)
+	if err == nil {
+		err = dev.Synchronize()
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	got, err := yd.ToHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := check.Compare("y", got.Float64s(), want.Float64s(), tolerance(dt)); !r.Pass {
+		t.Errorf("seed %d %s: %v", seed, name, r)
+	} else {
+		t.Log(name, r)
+	}
+}
+
+// BenchmarkConfigs times alternative configs of the benchmark shapes beside
+// the picker's own, to tune the picker: lanes and block sizes for short
+// rows; for longer rows the register path against softmax_bulk with other
+// clusters, pieces, block sizes, rows per cluster and bulk stores. Each
+// shape first logs the bandwidth of a copy of its bytes, the ceiling of a
+// single launch of that size.
 func BenchmarkConfigs(b *testing.B) {
 	dev := gputest.Device(b)
 	p := dev.Props()
@@ -401,18 +644,37 @@ func BenchmarkConfigs(b *testing.B) {
 		}}
 	}
 	keep := variant{"picker", func(*config, int, int) {}}
+	reg := variant{"register path", func(c *config, m, n int) {
+		*c = pickRegister(p, m, n, c.DType, 16/c.DType.Size())
+	}}
+	B := func(cl, pieces, slots, threads, rowsPer int) variant {
+		return variant{fmt.Sprintf("bulk cluster %d pieces %d slots %d block %d rows %d", cl, pieces, slots, threads, rowsPer),
+			func(c *config, m, n int) { *c = bulkConfig(p, m, n, c.DType, cl, pieces, slots, threads, rowsPer) }}
+	}
 	for _, s := range []struct {
 		shape    benchShape
 		variants []variant
 	}{
 		{benchShape{tensor.BF16, 65536, 128}, []variant{keep, short(8, 2, 128), short(16, 1, 256)}},
-		{benchShape{tensor.BF16, 16384, 8192}, []variant{keep, rowBlock(1, 2, 512, false), rowBlock(1, 4, 256, true)}},
-		{benchShape{tensor.F32, 256, 32768}, []variant{keep, rowBlock(1, 2, 512, false), rowBlock(4, 4, 512, false), rowBlock(8, 2, 512, false)}},
-		{benchShape{tensor.BF16, 256, 32768}, []variant{keep, rowBlock(1, 2, 1024, false), rowBlock(4, 2, 512, false)}},
-		{benchShape{tensor.F32, 256, 131072}, []variant{keep, rowBlock(8, 4, 1024, false)}},
-		{benchShape{tensor.F32, 16, 131072}, []variant{keep, rowBlock(8, 4, 1024, false)}},
-		{benchShape{tensor.BF16, 256, 262144}, []variant{keep, rowBlock(8, 4, 1024, false)}},
+		{benchShape{tensor.BF16, 4096, 4096}, []variant{keep, rowBlock(1, 2, 512, true), B(1, 1, 0, 128, 1)}},
+		{benchShape{tensor.BF16, 16384, 8192}, []variant{keep, reg, rowBlock(1, 4, 256, true), B(1, 2, 0, 128, 1), B(1, 1, 0, 128, 2)}},
+		{benchShape{tensor.F32, 256, 32768}, []variant{keep, reg, B(2, 2, 0, 256, 1), B(1, 4, 7, 256, 2), B(1, 8, 0, 512, 2), B(1, 4, 0, 256, 1)}},
+		{benchShape{tensor.BF16, 256, 32768}, []variant{keep, reg, B(1, 4, 0, 512, 1), B(2, 2, 0, 256, 1)}},
+		{benchShape{tensor.F32, 256, 131072}, []variant{keep, reg, B(8, 2, 0, 256, 1), B(8, 2, 0, 256, 3), B(8, 4, 0, 512, 2)}},
+		{benchShape{tensor.F32, 256, 262144}, []variant{keep, reg, B(8, 8, 0, 512, 1), B(8, 4, 0, 512, 2), B(8, 8, 0, 512, 4), B(8, 8, 12, 512, 2), B(16, 2, 0, 256, 1), B(16, 4, 0, 256, 2)}},
+		{benchShape{tensor.BF16, 256, 131072}, []variant{keep, reg, B(8, 1, 0, 256, 1), B(8, 2, 0, 256, 1), B(4, 2, 0, 256, 2), B(4, 4, 0, 512, 1)}},
+		{benchShape{tensor.BF16, 256, 262144}, []variant{keep, reg, B(8, 4, 0, 512, 2), B(8, 2, 0, 256, 1), B(8, 2, 0, 256, 3), B(8, 2, 3, 256, 2)}},
+		{benchShape{tensor.BF16, 64, 151936}, []variant{keep, reg, B(8, 1, 0, 256, 1), B(8, 2, 0, 320, 1)}},
+		{benchShape{tensor.F32, 16, 262144}, []variant{keep, reg, B(16, 4, 0, 128, 1), B(8, 8, 0, 512, 1)}},
+		{benchShape{tensor.F32, 16, 131072}, []variant{keep, reg, B(8, 2, 0, 256, 1)}},
+		{benchShape{tensor.F32, 16, 32768}, []variant{keep, reg, B(16, 1, 0, 128, 1)}},
+		{benchShape{tensor.BF16, 16, 32768}, []variant{keep, B(8, 1, 0, 128, 1)}},
+		{benchShape{tensor.BF16, 16, 131072}, []variant{keep, reg, B(8, 2, 0, 256, 1)}},
+		{benchShape{tensor.BF16, 16, 262144}, []variant{keep, reg, B(8, 2, 0, 256, 1)}},
 	} {
+		if gbs, err := bench.CopyAt(dev, s.shape.bench().Bytes); err == nil {
+			fmt.Printf("%s: a copy of the same bytes: %.0f GB/s\n", s.shape.bench().Name, gbs)
+		}
 		base := pickConfig(p, s.shape.M, s.shape.N, s.shape.DType, 16/s.shape.DType.Size())
 		for _, v := range s.variants {
 			c := base
