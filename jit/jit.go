@@ -148,6 +148,12 @@ func Compiles() int {
 	return compiled.n
 }
 
+// Compile returns the CUBIN of k for an architecture named as NVRTC names it
+// (sm_90a; sm_90 for an NVRTC older than 12), from the disk cache or
+// compiled with NVRTC alone: no driver or GPU is needed. Packages use it to
+// check every specialization their pickers can yield before a GPU run.
+func Compile(arch string, k Kernel) ([]byte, error) { return cubinFor(arch, k) }
+
 // cubinFor returns the CUBIN of k for arch from the disk cache, or compiles
 // it and stores it there.
 func cubinFor(arch string, k Kernel) ([]byte, error) {

@@ -165,3 +165,39 @@ func TestDefineNamesChecked(t *testing.T) {
 		t.Fatalf("got %q, %v", src, err)
 	}
 }
+
+// TestResources compiles, with NVRTC alone, a kernel that keeps an array it
+// indexes at run time (a stack frame) and one that does not, and reads both
+// back. Skipped where no NVRTC is found.
+func TestResources(t *testing.T) {
+	if _, _, err := cuda.NVRTCVersion(); err != nil {
+		t.Skip(err)
+	}
+	for _, tc := range []struct {
+		src      string
+		useFrame bool
+	}{
+		{`extern "C" __global__ void k(float* y, int i) { y[threadIdx.x] = 2.f * y[threadIdx.x] + i; }`, false},
+		{`extern "C" __global__ void k(float* y, int i) {
+			float a[64];
+			for (int j = 0; j < 64; ++j) a[(j * i) & 63] = y[j * blockDim.x + threadIdx.x];
+			y[threadIdx.x] = a[i & 63];
+		}`, true},
+	} {
+		bin, err := Compile("sm_80", Kernel{File: "resources.cu", Source: tc.src, Entry: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs, frame, err := Resources(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if regs <= 0 || (frame > 0) != tc.useFrame {
+			t.Errorf("%d registers, %d-byte frame; want a frame: %v", regs, frame, tc.useFrame)
+		}
+		t.Logf("%d registers, %d-byte frame", regs, frame)
+	}
+	if _, _, err := Resources([]byte("not an ELF file at all, but long enough to be read as one......")); err == nil {
+		t.Error("Resources accepted a non-CUBIN")
+	}
+}

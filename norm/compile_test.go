@@ -1,15 +1,12 @@
 package norm
 
 import (
-	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/include"
+	"github.com/gokittens/kittens/jit"
 )
 
 // variants are the (op, add, weight, bias) combinations the API launches.
@@ -26,8 +23,9 @@ var variants = []kernelKey{
 // TestKernelsCompile compiles, with NVRTC alone (no GPU needed), every
 // specialization the picker yields for a spread of row lengths, for the
 // architecture named by KITTENS_NVRTC_ARCH (e.g. sm_90a; sm_90 for an older
-// NVRTC). Skipped when the variable is unset: it is a development check
-// that finds compile errors before a GPU run.
+// NVRTC), and logs any that keeps a stack frame (spills). Skipped when the
+// variable is unset: it is a development check that finds compile errors
+// before a GPU run.
 func TestKernelsCompile(t *testing.T) {
 	arch := os.Getenv("KITTENS_NVRTC_ARCH")
 	if arch == "" {
@@ -61,16 +59,16 @@ func TestKernelsCompile(t *testing.T) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			kern := k.kernel()
-			// as jit hands it to NVRTC: the defines as #define lines first
-			var src strings.Builder
-			for _, d := range kern.Defines {
-				name, value, _ := strings.Cut(d, "=")
-				fmt.Fprintf(&src, "#define %s %s\n", name, value)
-			}
-			src.WriteString(kern.Source)
-			opts := []string{"-arch=" + arch, "-std=c++17", "-default-device"}
-			if _, err := cuda.CompileCUBIN(kern.File, src.String(), include.Headers(), opts); err != nil {
+			bin, err := jit.Compile(arch, kern)
+			if err != nil {
 				t.Errorf("%v: %v", kern, err)
+				return
+			}
+			regs, frame, err := jit.Resources(bin)
+			if err != nil {
+				t.Errorf("%v: %v", kern, err)
+			} else if frame > 0 {
+				t.Logf("%v: %d registers and a %d-byte stack frame", kern, regs, frame)
 			}
 		}()
 	}

@@ -22,15 +22,18 @@ func TestPickConfigChoices(t *testing.T) {
 		shape rowShape
 		want  config
 	}{
-		{"qk-norm 128 bf16: 8 lanes x 2 accesses", propsH100,
+		{"qk-norm 128 bf16: 8 lanes x 2 accesses, 16 rows a block", propsH100,
 			rowShape{rows: 65536, n: 128, elemSize: 2, vector: true},
+			config{vec: 8, perThread: 2, group: 8, threads: 128, bound: 128, grid: 4096, waves: true}},
+		{"LayerNorm 128 bf16: a resident grid that prefetches", propsH100,
+			rowShape{rows: 65536, n: 128, elemSize: 2, twoPass: true, vector: true},
 			config{vec: 8, perThread: 2, group: 8, threads: 256, bound: 256, grid: 132 * 8, prefetch: true}},
 		{"one element rows", propsH100,
 			rowShape{rows: 37, n: 1, elemSize: 4, vector: true},
-			config{vec: 4, perThread: 1, group: 1, threads: 256, bound: 256, grid: 1}},
+			config{vec: 4, perThread: 1, group: 1, threads: 128, bound: 128, grid: 1, waves: true}},
 		{"1000 bf16: a warp per row", propsH100,
 			rowShape{rows: 100, n: 1000, elemSize: 2, vector: true},
-			config{vec: 8, perThread: 4, group: 32, threads: 256, bound: 256, grid: 13}},
+			config{vec: 8, perThread: 4, group: 32, threads: 128, bound: 128, grid: 25, waves: true}},
 		{"7168 bf16: a block of 224 threads x 4 per row", propsH100,
 			rowShape{rows: 16384, n: 7168, elemSize: 2, vector: true},
 			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true}},
