@@ -15,56 +15,109 @@
 // The math must cost only a few instructions per element, or it, not
 // memory, sets the pace (accurate expf and IEEE division measured 35% below
 // the copy rate): the sigmoid is rcp(1 + ex2(−z·log2 e)) with the hardware
-// approximations, the exact GELU goes through a Chebyshev erfc of relative
-// error ~1e-7 (no 1 − erf cancellation in the negative tail), and the
-// tanh-GELU is x·σ(2u), which equals ½·x·(1 + tanh u). Finite inputs give
-// finite, correctly signed outputs; tails below about e^−87 flush to ±0.
-// NaN propagates, also through the clamps (min.NaN / max.NaN).
+// approximations, the exact GELU goes through a fitted erfc whose relative
+// error suits the output type (no 1 − erf cancellation in the negative
+// tail), and the tanh-GELU is x·σ(2u), which equals ½·x·(1 + tanh u).
+// 16-bit inputs are widened and outputs narrowed a 32-bit word (two
+// elements) at a time, and the gated kernel's layout and SwiGLU terms are
+// compile-time, so no instruction is spent per element on unpacking or on
+// selecting, and each gated kernel is one straight path. Finite inputs
+// give finite, correctly signed outputs; tails below about e^−87 flush to
+// ±0. NaN propagates, also through the clamps (min.NaN / max.NaN).
 //
 // Defines: ELEM (bf16, f16, float), ACT (0 silu, 1 gelu, 2 gelu_tanh,
-// 3 relu, 4 tanh), VEC (elements per access), UNROLL (items per pass).
+// 3 relu, 4 tanh), VEC (elements per access), UNROLL (items per pass);
+// for act_gated, LAYOUT (0 halves, 1 interleaved with the gate first,
+// 2 interleaved with the gate second) and FULL (1: the SwiGLU terms and
+// clamps).
 #include "kittens.cuh"
 
 typedef ELEM E;
 constexpr int kVec = VEC;
 constexpr int kUnroll = UNROLL;
 constexpr int kMaxBlock = 512;
+constexpr int kBytes = kVec * (int)sizeof(E);
+constexpr int kLayout = LAYOUT;
+constexpr bool kFull = FULL != 0;
+
+// The gated layouts (LAYOUT): halves, where the offsets say which half is
+// the gate; interleaved with the gate at 2i (kInterGateFirst) or 2i + 1.
+constexpr int kHalves = 0;
+constexpr int kInterGateFirst = 1;
+constexpr bool kInter = kLayout != kHalves;
 
 // Vec is VEC elements read or written by one instruction.
-struct alignas(kVec * sizeof(E)) Vec { E v[kVec]; };
+struct alignas(kBytes) Vec { E v[kVec]; };
 
-// store_stream writes 16 bytes with the evict-first (.cs) policy: the
+// vload reads a Vec; a full 16-byte one goes through load_pack, which
+// skips L1, unless the kernel also writes this memory (kNC false: in-place
+// calls).
+template <bool kNC> KI Vec vload(const E* p) {
+  if constexpr (kBytes == 16 && kNC) {
+    const Pack<E> q = load_pack(p);
+    return *reinterpret_cast<const Vec*>(&q);
+  } else {
+    return *reinterpret_cast<const Vec*>(p);
+  }
+}
+
+// vstore writes a Vec, 16 bytes with the evict-first (.cs) policy: the
 // output is not read again by this kernel, and keeping it from displacing
 // other lines measured 3-5% faster than a plain store at large sizes.
-KI void store_stream(E* p, const Pack<E>& v) {
-  const uint4 u = *reinterpret_cast<const uint4*>(&v);
-  asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w) : "memory");
-}
-
-// vload reads a Vec; a full 16-byte one goes through load_pack, which skips
-// L1, unless the kernel also writes this memory (nc false: in-place calls).
-KI Vec vload(const E* p, bool nc) {
-  Vec r;
-  if constexpr (sizeof(Vec) == 16) {
-    Pack<E> q = nc ? load_pack(p) : load_pack_rw(p);
-#pragma unroll
-    for (int i = 0; i < kVec; i++) r.v[i] = q.v[i];
-  } else {
-    r = *reinterpret_cast<const Vec*>(p);
-  }
-  return r;
-}
-
-// vstore writes a Vec, 16 bytes through store_stream.
 KI void vstore(E* p, const Vec& v) {
-  if constexpr (sizeof(Vec) == 16) {
-    Pack<E> q;
-#pragma unroll
-    for (int i = 0; i < kVec; i++) q.v[i] = v.v[i];
-    store_stream(p, q);
+  if constexpr (kBytes == 16) {
+    const uint4 u = *reinterpret_cast<const uint4*>(&v);
+    asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w) : "memory");
   } else {
     *reinterpret_cast<Vec*>(p) = v;
   }
+}
+
+// widen2 and narrow2 convert the two 16-bit elements of a word (lo first).
+// A bf16 is the top half of an fp32: a shift or a mask widens it.
+KI void widen2(bf16, u32 w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+KI void widen2(f16, u32 w, float& lo, float& hi) {
+  asm("{.reg .f16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;}" : "=f"(lo), "=f"(hi) : "r"(w));
+}
+KI u32 narrow2(bf16, float lo, float hi) {
+  u32 w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+KI u32 narrow2(f16, float lo, float hi) {
+  u32 w;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+
+// widen converts a Vec to fp32, word by word for 16-bit pairs (T is E; a
+// template so that the pair path is only instantiated where it applies).
+template <class T = E> KI void widen(const Vec& v, float (&f)[kVec]) {
+  if constexpr (sizeof(T) == 2 && kVec % 2 == 0) {
+    const u32* w = reinterpret_cast<const u32*>(&v);
+#pragma unroll
+    for (int i = 0; i < kVec / 2; i++) widen2(T{}, w[i], f[2 * i], f[2 * i + 1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; i++) f[i] = to_float(v.v[i]);
+  }
+}
+
+// narrow rounds fp32 values to a Vec, the inverse of widen.
+template <class T = E> KI Vec narrow(const float (&f)[kVec]) {
+  Vec r;
+  if constexpr (sizeof(T) == 2 && kVec % 2 == 0) {
+    u32* w = reinterpret_cast<u32*>(&r);
+#pragma unroll
+    for (int i = 0; i < kVec / 2; i++) w[i] = narrow2(T{}, f[2 * i], f[2 * i + 1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; i++) r.v[i] = from_float<T>(f[i]);
+  }
+  return r;
 }
 
 // Fast hardware approximations: ex2 (2^x, ≤ 2 ulp; results below 2^−126
@@ -79,23 +132,38 @@ constexpr float kLog2e = 1.4426950408889634f;
 // result is 0; for z → +∞ it is 1; NaN stays NaN.
 KI float sigmoid(float z) { return rcp(1.f + ex2(-kLog2e * z)); }
 
-// erfc_pos is erfc(z) for z ≥ 0 by the Chebyshev-fitted form
-// t·exp(−z² + P(t)), t = 1/(1 + z/2), relative error about 1.2e-7 over the
-// whole range (the classic fit of Numerical Recipes' erfcc); the exponent
-// keeps the tail's tiny values instead of cancelling 1 − erf.
-KI float erfc_pos(float z) {
-  const float t = rcp(fmaf(0.5f, z, 1.f));
-  float p = 0.17087277f;
-  p = fmaf(p, t, -0.82215223f);
-  p = fmaf(p, t, 1.48851587f);
-  p = fmaf(p, t, -1.13520398f);
-  p = fmaf(p, t, 0.27886807f);
-  p = fmaf(p, t, -0.18628806f);
-  p = fmaf(p, t, 0.09678418f);
-  p = fmaf(p, t, 0.37409196f);
-  p = fmaf(p, t, 1.00002368f);
-  p = fmaf(p, t, -1.26551223f);
-  return t * ex2(kLog2e * fmaf(-z, z, p));
+// normal_tail is Φ(−|x|) = ½·erfc(|x|/√2), the standard normal tail. With
+// z = |x|/√2 it is Numerical Recipes' form erfc(z) = t·exp(−z² + P(t)),
+// t = 1/(1 + z/2), rewritten as t·2^(Q(t) − x²·log2(e)/2) with
+// Q = log2(e)·P − 1 (the −1 is the ½), so that ex2 applies directly and z
+// is never formed. The exponent keeps the tail's tiny values instead of
+// cancelling 1 − erf. fp32 outputs use NR's degree-9 P (relative error
+// 1.2e-7; 8e-6 at worst in fp32 arithmetic, where the exponent passes 100);
+// 16-bit outputs a degree-5 Chebyshev fit of the same P (7.6e-5, under a
+// third of fp16's rounding error), four multiply-adds fewer per element.
+KI float normal_tail(float x) {
+  const float t = rcp(fmaf(0.35355339059327376f, fabsf(x), 1.f));
+  float q;
+  if constexpr (sizeof(E) == 4) {
+    q = 2.465173006e-01f;
+    q = fmaf(q, t, -1.186114907e+00f);
+    q = fmaf(q, t, 2.147474527e+00f);
+    q = fmaf(q, t, -1.637753129e+00f);
+    q = fmaf(q, t, 4.023215771e-01f);
+    q = fmaf(q, t, -2.687568665e-01f);
+    q = fmaf(q, t, 1.396300495e-01f);
+    q = fmaf(q, t, 5.397006273e-01f);
+    q = fmaf(q, t, 1.442729235e+00f);
+    q = fmaf(q, t, -2.825748205e+00f);
+  } else {
+    q = 2.859485745e-01f;
+    q = fmaf(q, t, -8.893744946e-01f);
+    q = fmaf(q, t, 5.330392718e-01f);
+    q = fmaf(q, t, 4.454816282e-01f);
+    q = fmaf(q, t, 1.450763106e+00f);
+    q = fmaf(q, t, -2.825859785e+00f);
+  }
+  return t * ex2(fmaf(-0.5f * kLog2e * x, x, q));
 }
 
 // act applies the activation; alpha scales the sigmoid's argument of SiLU
@@ -104,9 +172,9 @@ KI float act(float x, float alpha) {
 #if ACT == 0
   return x * sigmoid(alpha * x);
 #elif ACT == 1
-  // ½·x·(1 + erf(x/√2)) = ½·x·erfc(−x/√2), and erfc(−z) = 2 − erfc(z).
-  const float h = 0.5f * x, e = erfc_pos(0.70710678118654752f * fabsf(x));
-  return x >= 0.f ? fmaf(-h, e, x) : h * e;
+  // x·Φ(x) is x − |x|·Φ(−|x|) for x ≥ 0 and −|x|·Φ(−|x|) for x < 0; the
+  // max(x, −0) keeps the sign of a tail that flushes to zero.
+  return fmaf(-fabsf(x), normal_tail(x), fmaxf(x, -0.f));
 #elif ACT == 2
   // ½·(1 + tanh u) = σ(2u), u = √(2/π)·(x + 0.044715·x³); x² overflowing to
   // inf still gives the right limit.
@@ -138,13 +206,9 @@ KI Item locate(unsigned it, Divider per_row) {
   return Item{(long long)r, (int)(it - r * per_row.d) * kVec};
 }
 
-// act_unary: y = act(x) over rows of cols elements (row strides sy, sx in
-// elements); per_row = ⌈cols/VEC⌉ (with its Divider terms), items =
-// rows·per_row. nc is 0 when y is x.
-extern "C" __global__ void __launch_bounds__(kMaxBlock)
-act_unary(E* y, const E* x, int cols, long long sy, long long sx, unsigned per_row, unsigned div_mul, unsigned div_shr,
-          unsigned items, int nc) {
-  const Divider div{per_row, div_mul, div_shr};
+// unary_rows is the body of act_unary; see there.
+template <bool kNC>
+KI void unary_rows(E* y, const E* x, int cols, long long sy, long long sx, Divider div, unsigned items) {
   const unsigned step = gridDim.x * blockDim.x * kUnroll;
   for (unsigned base = blockIdx.x * blockDim.x * kUnroll + threadIdx.x; base < items; base += step) {
     Item at[kUnroll];
@@ -153,47 +217,66 @@ act_unary(E* y, const E* x, int cols, long long sy, long long sx, unsigned per_r
     for (int u = 0; u < kUnroll; u++) {
       const unsigned it = base + u * blockDim.x;
       at[u] = locate(it, div);
-      if (it < items && at[u].col + kVec <= cols) in[u] = vload(x + at[u].row * sx + at[u].col, nc != 0);
+      if (it < items && at[u].col + kVec <= cols) in[u] = vload<kNC>(x + at[u].row * sx + at[u].col);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
       const unsigned it = base + u * blockDim.x;
       if (it >= items) break;
-      const E* xs = x + at[u].row * sx;
       E* ys = y + at[u].row * sy;
       if (at[u].col + kVec <= cols) {
-        Vec out;
+        float f[kVec];
+        widen(in[u], f);
 #pragma unroll
-        for (int i = 0; i < kVec; i++) out.v[i] = from_float<E>(act(to_float(in[u].v[i]), 1.f));
-        vstore(ys + at[u].col, out);
+        for (int i = 0; i < kVec; i++) f[i] = act(f[i], 1.f);
+        vstore(ys + at[u].col, narrow(f));
       } else {
+        const E* xs = x + at[u].row * sx;
         for (int c = at[u].col; c < cols; c++) ys[c] = from_float<E>(act(to_float(xs[c]), 1.f));
       }
     }
   }
 }
 
-// gated_one is one output: act(gate)·up, or with kFull the SwiGLU terms
-// and clamps as well. min.NaN / max.NaN keep a NaN operand (fminf would
-// drop it).
-template <bool kFull> KI E gated_one(float g, float u, float limit, float alpha, float up_add) {
+// act_unary: y = act(x) over rows of cols elements (row strides sy, sx in
+// elements); per_row = ⌈cols/VEC⌉ (with its Divider terms), items =
+// rows·per_row. nc is 0 when y is x.
+extern "C" __global__ void __launch_bounds__(kMaxBlock)
+act_unary(E* y, const E* x, int cols, long long sy, long long sx, unsigned per_row, unsigned div_mul, unsigned div_shr,
+          unsigned items, int nc) {
+  const Divider div{per_row, div_mul, div_shr};
+  if (nc)
+    unary_rows<true>(y, x, cols, sy, sx, div, items);
+  else
+    unary_rows<false>(y, x, cols, sy, sx, div, items);
+}
+
+// gated_one is one output: act(gate)·up, or with FULL the SwiGLU terms and
+// clamps as well. min.NaN / max.NaN keep a NaN operand (fminf would drop
+// it).
+KI float gated_one(float g, float u, float limit, float alpha, float up_add) {
   if constexpr (kFull) {
     asm("min.NaN.f32 %0, %0, %1;" : "+f"(g) : "f"(limit));
     asm("min.NaN.f32 %0, %0, %1;" : "+f"(u) : "f"(limit));
     asm("max.NaN.f32 %0, %0, %1;" : "+f"(u) : "f"(-limit));
-    return from_float<E>(act(g, alpha) * (u + up_add));
+    return act(g, alpha) * (u + up_add);
   } else {
-    return from_float<E>(act(g, 1.f) * u);
+    return act(g, 1.f) * u;
   }
 }
 
-// gated_rows is the body of act_gated; see there.
-template <bool kFull>
-KI void gated_rows(E* y, const E* x, int d, long long sy, long long sx, Divider div, unsigned items, int interleaved,
-                   int gate_second, float limit, float alpha, float up_add) {
-  const int g_off = interleaved ? gate_second : (gate_second ? d : 0);
-  const int u_off = interleaved ? 1 - gate_second : (gate_second ? 0 : d);
-  const int in_step = interleaved ? 2 : 1;
+// act_gated: y[r, i] = act(gate)·up over rows of d outputs; with FULL, the
+// SwiGLU form act(min(gate, limit), alpha)·(clamp(up, ±limit) + up_add).
+// Gate and up of output i sit at input columns i·s + g_off and i·s + u_off,
+// s = 1 for halves (the offsets are 0 and d, or d and 0 for the gate
+// second) and 2 when interleaved (0 and 1, or 1 and 0, as LAYOUT says;
+// the vector path takes the order from LAYOUT, the scalar tail from the
+// offsets). An interleaved item reads 2·VEC inputs as two Vecs.
+// per_row = ⌈d/VEC⌉.
+extern "C" __global__ void __launch_bounds__(kMaxBlock)
+act_gated(E* y, const E* x, int d, long long sy, long long sx, unsigned per_row, unsigned div_mul, unsigned div_shr,
+          unsigned items, int g_off, int u_off, float limit, float alpha, float up_add) {
+  const Divider div{per_row, div_mul, div_shr};
   const unsigned step = gridDim.x * blockDim.x * kUnroll;
   for (unsigned base = blockIdx.x * blockDim.x * kUnroll + threadIdx.x; base < items; base += step) {
     Item at[kUnroll];
@@ -204,10 +287,10 @@ KI void gated_rows(E* y, const E* x, int d, long long sy, long long sx, Divider 
       at[u] = locate(it, div);
       if (it < items && at[u].col + kVec <= d) {
         const E* xs = x + at[u].row * sx;
-        const E* pa = interleaved ? xs + 2 * at[u].col : xs + g_off + at[u].col;
-        const E* pb = interleaved ? pa + kVec : xs + u_off + at[u].col;
-        a[u] = vload(pa, true);
-        b[u] = vload(pb, true);
+        const E* pa = kInter ? xs + 2 * at[u].col : xs + g_off + at[u].col;
+        const E* pb = kInter ? pa + kVec : xs + u_off + at[u].col;
+        a[u] = vload<true>(pa);
+        b[u] = vload<true>(pb);
       }
     }
 #pragma unroll
@@ -217,37 +300,28 @@ KI void gated_rows(E* y, const E* x, int d, long long sy, long long sx, Divider 
       const E* xs = x + at[u].row * sx;
       E* ys = y + at[u].row * sy;
       if (at[u].col + kVec <= d) {
-        Vec out;
+        float fa[kVec], fb[kVec], out[kVec];
+        widen(a[u], fa);
+        widen(b[u], fb);
 #pragma unroll
         for (int i = 0; i < kVec; i++) {
-          // Interleaved: inputs 2i and 2i + 1 of the pair a, b (indices fixed at compile time).
-          const E e0 = 2 * i < kVec ? a[u].v[2 * i] : b[u].v[2 * i - kVec];
-          const E e1 = 2 * i + 1 < kVec ? a[u].v[2 * i + 1] : b[u].v[2 * i + 1 - kVec];
-          const E g = interleaved ? (gate_second ? e1 : e0) : a[u].v[i];
-          const E up = interleaved ? (gate_second ? e0 : e1) : b[u].v[i];
-          out.v[i] = gated_one<kFull>(to_float(g), to_float(up), limit, alpha, up_add);
+          if constexpr (kInter) {
+            // Inputs 2i and 2i + 1 of the pair fa, fb (indices fixed at compile time).
+            const float e0 = 2 * i < kVec ? fa[2 * i] : fb[2 * i - kVec];
+            const float e1 = 2 * i + 1 < kVec ? fa[2 * i + 1] : fb[2 * i + 1 - kVec];
+            out[i] = kLayout == kInterGateFirst ? gated_one(e0, e1, limit, alpha, up_add)
+                                                : gated_one(e1, e0, limit, alpha, up_add);
+          } else {
+            out[i] = gated_one(fa[i], fb[i], limit, alpha, up_add);
+          }
         }
-        vstore(ys + at[u].col, out);
+        vstore(ys + at[u].col, narrow(out));
       } else {
+        const int in_step = kInter ? 2 : 1;
         for (int c = at[u].col; c < d; c++)
-          ys[c] = gated_one<kFull>(to_float(xs[c * in_step + g_off]), to_float(xs[c * in_step + u_off]), limit,
-                                   alpha, up_add);
+          ys[c] = from_float<E>(
+              gated_one(to_float(xs[c * in_step + g_off]), to_float(xs[c * in_step + u_off]), limit, alpha, up_add));
       }
     }
   }
-}
-
-// act_gated: y[r, i] = act(gate)·up over rows of d outputs; with full, the
-// SwiGLU form act(min(gate, limit), alpha)·(clamp(up, ±limit) + up_add).
-// Halves: gate at column i (d + i when gate_second), up at d + i (i).
-// Interleaved: gate at 2i (2i + 1 when gate_second), up at 2i + 1 (2i); an
-// item then reads 2·VEC inputs as two Vecs. per_row = ⌈d/VEC⌉.
-extern "C" __global__ void __launch_bounds__(kMaxBlock)
-act_gated(E* y, const E* x, int d, long long sy, long long sx, unsigned per_row, unsigned div_mul, unsigned div_shr,
-          unsigned items, int interleaved, int gate_second, int full, float limit, float alpha, float up_add) {
-  const Divider div{per_row, div_mul, div_shr};
-  if (full)
-    gated_rows<true>(y, x, d, sy, sx, div, items, interleaved, gate_second, limit, alpha, up_add);
-  else
-    gated_rows<false>(y, x, d, sy, sx, div, items, interleaved, gate_second, limit, alpha, up_add);
 }

@@ -21,25 +21,52 @@ var actSrc string
 // vector width must not overflow.
 const maxCols = math.MaxInt32 - 64
 
-// blockSize is the threads per block: 128 measured best or level with 256
-// on every benchmark shape.
-const blockSize = 128
+// blockSize is the threads per block of a grid that takes more than one
+// wave of resident blocks: 128 measured best or level with 256 and 512 on
+// every large benchmark shape (unary ops 1% slower at 256). A grid that fits
+// in one wave takes oneWaveBlock threads a block instead: half the blocks
+// to launch, level to 1% faster at 4096x256 (three H200 runs: silu_and_mul
+// 6.34-6.62 µs at 128, 6.37-6.56 at 256; gelu_and_mul 6.59-6.75 and
+// 6.56-6.69).
+const (
+	blockSize    = 128
+	oneWaveBlock = 256
+)
 
 // tuning is the launch shape of one activation, from sweeps on an H200 (see
 // tune_test.go): the items a thread takes per pass, unary and gated, and
 // the grid cap in waves of resident blocks, beyond which the kernel's
-// grid-stride loop takes over (0: no cap, one pass). The cheap activations
-// ran best with one item per thread (one 16-byte load in flight for unary
-// ops, two for gated: gate and up) and no cap; the GELUs, with more math
-// per element, with two gated items per thread and a capped grid. More
-// items than that measured slower: the math then competes with the loads
-// for issue slots.
+// grid-stride loop takes over (0: no cap, one pass). Every activation with
+// cheap math runs best with one item per thread (one 16-byte load in
+// flight for unary ops, two for gated: gate and up) and no cap; two or four
+// items measured 1-10% slower, also with the registers capped at 32 to keep
+// full occupancy (then up to 45% slower: the loads no longer overlap), and
+// so did 8-byte items, twice the threads (2-25%). Only tanh, whose
+// accurate tanhf is far costlier than the others' math, keeps two gated
+// items per thread and a capped grid (not re-measured).
+//
+// What was measured (H200, bf16, median of 100 launches, the previous
+// kernel timed in the same runs; µs before → after). The GELUs had been
+// slowed by their own code, not by memory: ≈ 29 SASS instructions an
+// element (address math included) and, at the two items per thread they
+// were tuned to, 64 registers (half occupancy). Now ≈ 19 (a degree-5 erfc
+// fit for 16-bit outputs, words widened and narrowed two elements at a
+// time) and 32 registers at one item: gelu_and_mul 4096x256 7.04-7.17 →
+// 6.56-6.66, 65536x256 31.1-31.3 → 27.9-28.1, 131072x256 57.1 → 50.4-50.7,
+// 4096x8192 57.2 → 50.4-50.6, 4096x28672 173.1-174.0 → 165.1-166.7 (≈ the
+// copy rate); gelu_tanh 4096x14336 64.5 → 60.2-60.7 (the 16-wave cap
+// dropped). A compile-time gated layout (one straight path per kernel
+// instead of six behind run-time branches) gained at small sizes:
+// silu_and_mul 4096x256 6.56 → 6.34-6.43, swiglu 4096x2880 21.0-21.1 →
+// 20.8-20.9. silu is level; silu_and_mul at ≥ 100 MB stays 0.3-1.8% behind
+// the previous kernel (65536x256 27.5-27.6 → 28.0-28.1, 4096x28672
+// 164.9-165.1 → 165.3-165.5), a gap the SASS does not explain.
 type tuning struct{ unaryUnroll, gatedUnroll, waves int }
 
 var tunings = [numKinds]tuning{
 	KindSiLU:     {1, 1, 0},
-	KindGELU:     {1, 2, 16},
-	KindGELUTanh: {1, 2, 16},
+	KindGELU:     {1, 1, 0},
+	KindGELUTanh: {1, 1, 0},
 	KindReLU:     {1, 1, 0},
 	KindTanh:     {1, 2, 16},
 }
@@ -51,7 +78,20 @@ type spec struct {
 	dtype  tensor.DType
 	vec    int // elements per access
 	unroll int // items per thread per pass
+	// Gated only: where gate and up are, and whether the SwiGLU terms and
+	// clamps apply (compile-time in the kernel: one straight path each).
+	layout gatedLayout
+	full   bool
 }
+
+// gatedLayout is act.cu's LAYOUT.
+type gatedLayout int
+
+const (
+	layoutHalves          gatedLayout = iota // which half is the gate: the offsets
+	layoutInterGateFirst                     // interleaved, gate at 2i
+	layoutInterGateSecond                    // interleaved, gate at 2i + 1
+)
 
 var cTypes = map[tensor.DType]string{tensor.BF16: "bf16", tensor.F16: "f16", tensor.F32: "float"}
 
@@ -62,28 +102,44 @@ func (k spec) kernel() jit.Kernel {
 	}
 	return jit.Kernel{File: "act/act.cu", Source: actSrc, Entry: entry, Defines: jit.Defines(map[string]any{
 		"ELEM": cTypes[k.dtype], "ACT": int(k.kind), "VEC": k.vec, "UNROLL": k.unroll,
+		"LAYOUT": int(k.layout), "FULL": b2i(k.full),
 	})}
 }
 
 var kernels = jit.Funcs[spec]{Kernel: spec.kernel}
 
 // Prepare compiles, in parallel, the kernels act uses most: every
-// activation and dtype, unary and gated, at the full 16-byte width and at
-// width 1 (for sizes and strides that allow nothing wider). Calling it once
-// at start-up keeps NVRTC out of the first calls; any kernel it skips is
-// compiled on first use.
+// activation and dtype, unary and plain gated (halves), at the full 16-byte
+// width and at width 1 (for sizes and strides that allow nothing wider),
+// and SwiGLU in both layouts. Calling it once at start-up keeps NVRTC out of
+// the first calls; any kernel it skips is compiled on first use.
 func Prepare(dev *cuda.Device) error {
 	var ks []jit.Kernel
+	for _, sp := range prepared() {
+		ks = append(ks, sp.kernel())
+	}
+	return jit.Prepare(dev, ks)
+}
+
+// prepared lists the specializations Prepare compiles.
+func prepared() []spec {
+	var sps []spec
 	for kind := range numKinds {
 		for _, dt := range floatTypes {
 			for _, vec := range []int{16 / dt.Size(), 1} {
 				t := tunings[kind]
-				ks = append(ks, spec{kind: kind, dtype: dt, vec: vec, unroll: t.unaryUnroll}.kernel(),
-					spec{gated: true, kind: kind, dtype: dt, vec: vec, unroll: t.gatedUnroll}.kernel())
+				g := spec{gated: true, kind: kind, dtype: dt, vec: vec, unroll: t.gatedUnroll}
+				sps = append(sps, spec{kind: kind, dtype: dt, vec: vec, unroll: t.unaryUnroll}, g)
+				if kind == KindSiLU {
+					g.full = true
+					sps = append(sps, g) // SwiGLU, halves
+					g.layout = layoutInterGateFirst
+					sps = append(sps, g) // SwiGLU, interleaved
+				}
 			}
 		}
 	}
-	return jit.Prepare(dev, ks)
+	return sps
 }
 
 // problem is one validated device call in rows form: rows of cols outputs
@@ -137,13 +193,21 @@ func pickVec(p problem) int {
 
 // pickLaunch sizes the grid for items work items taken unroll at a time,
 // at most waves waves of resident blocks (0: no cap); occ gives the
-// resident blocks per multiprocessor at a block size.
+// resident blocks per multiprocessor at a block size. A grid that fits in
+// one wave of blockSize blocks is launched with oneWaveBlock threads a
+// block.
 func pickLaunch(props cuda.Props, items, unroll, waves int, occ func(block int) int) (block, grid int) {
-	grid = intmath.CeilDiv(items, blockSize*unroll)
-	if waves > 0 {
-		grid = min(grid, max(props.SMs, 1)*max(occ(blockSize), 1)*waves)
+	resident := func(block int) int { return max(props.SMs, 1) * max(occ(block), 1) }
+	block = blockSize
+	grid = intmath.CeilDiv(items, block*unroll)
+	if grid <= resident(block) {
+		block = oneWaveBlock
+		grid = intmath.CeilDiv(items, block*unroll)
 	}
-	return blockSize, max(grid, 1)
+	if waves > 0 {
+		grid = min(grid, resident(block)*waves)
+	}
+	return block, max(grid, 1)
 }
 
 // baseConfig returns the compile-time half of p's configuration: the
@@ -157,7 +221,35 @@ func baseConfig(p problem) config {
 }
 
 func (p problem) spec(c config) spec {
-	return spec{gated: p.gated, kind: p.kind, dtype: p.dtype, vec: c.vec, unroll: c.unroll}
+	sp := spec{gated: p.gated, kind: p.kind, dtype: p.dtype, vec: c.vec, unroll: c.unroll}
+	if p.gated {
+		sp.full = p.full()
+		switch {
+		case p.layout == Halves:
+			sp.layout = layoutHalves
+		case p.gateSecond:
+			sp.layout = layoutInterGateSecond
+		default:
+			sp.layout = layoutInterGateFirst
+		}
+	}
+	return sp
+}
+
+// full reports whether a gated problem needs the SwiGLU terms or clamps.
+func (p problem) full() bool { return p.limit > 0 || p.alpha != 1 || p.upAdd != 0 }
+
+// offsets returns where a gated problem's gate and up sit in a row: column
+// i·s + gOff and i·s + uOff, s = 1 for halves and 2 when interleaved.
+func (p problem) offsets() (gOff, uOff int) {
+	gOff, uOff = 0, p.cols
+	if p.layout == Interleaved {
+		uOff = 1
+	}
+	if p.gateSecond {
+		gOff, uOff = uOff, gOff
+	}
+	return gOff, uOff
 }
 
 // occupancy caches resident blocks per multiprocessor by kernel and block size.
@@ -219,9 +311,8 @@ func (p problem) launch(s *cuda.Stream, fn *cuda.Function, c config) error {
 		if p.limit > 0 {
 			limit = float32(p.limit)
 		}
-		full := p.limit > 0 || p.alpha != 1 || p.upAdd != 0
-		a.I32(b2i(p.layout == Interleaved)).I32(b2i(p.gateSecond)).I32(b2i(full)).
-			F32(limit).F32(float32(p.alpha)).F32(float32(p.upAdd))
+		gOff, uOff := p.offsets()
+		a.I32(int32(gOff)).I32(int32(uOff)).F32(limit).F32(float32(p.alpha)).F32(float32(p.upAdd))
 	}
 	return fn.Launch(cuda.LaunchConfig{Grid: cuda.D1(c.grid), Block: cuda.D1(c.block), Stream: s}, a)
 }

@@ -60,29 +60,64 @@ func TestPickVec(t *testing.T) {
 
 func TestPickLaunch(t *testing.T) {
 	h200 := cuda.Props{SMs: 132}
-	occ16 := func(int) int { return 16 }
-	wave := 132 * 16
+	occ16 := func(block int) int { return 2048 / block }
+	wave := 132 * 16 // resident blocks of 128
 	for _, c := range []struct {
 		name                 string
 		props                cuda.Props
 		items, unroll, waves int
 		occ                  func(int) int
-		grid                 int
+		block, grid          int
 	}{
-		{"one item", h200, 1, 2, 16, occ16, 1},
-		{"4096x256 gated", h200, 4096 * 32, 1, 0, occ16, 1024},
-		{"no cap", h200, 1 << 30, 1, 0, occ16, 1 << 23},
-		{"exactly the cap", h200, wave * 16 * blockSize * 2, 2, 16, occ16, wave * 16},
-		{"past the cap", h200, wave*16*blockSize*2 + 1, 2, 16, occ16, wave * 16},
-		{"low occupancy", h200, 1 << 30, 1, 4, func(int) int { return 3 }, 132 * 3 * 4},
-		{"occupancy unknown", h200, 1 << 30, 1, 4, func(int) int { return 0 }, 132 * 4},
-		{"few SMs", cuda.Props{SMs: 2}, 1 << 24, 1, 16, occ16, 2 * 16 * 16},
-		{"no SMs reported", cuda.Props{}, 1000, 2, 16, occ16, 4},
+		{"one item", h200, 1, 2, 16, occ16, oneWaveBlock, 1},
+		{"4096x256 gated: one wave", h200, 4096 * 32, 1, 0, occ16, oneWaveBlock, 512},
+		{"exactly one wave", h200, wave * blockSize, 1, 0, occ16, oneWaveBlock, wave / 2},
+		{"just past one wave", h200, wave*blockSize + 1, 1, 0, occ16, blockSize, wave + 1},
+		{"no cap", h200, 1 << 30, 1, 0, occ16, blockSize, 1 << 23},
+		{"exactly the cap", h200, wave * 16 * blockSize * 2, 2, 16, occ16, blockSize, wave * 16},
+		{"past the cap", h200, wave*16*blockSize*2 + 1, 2, 16, occ16, blockSize, wave * 16},
+		{"low occupancy", h200, 1 << 30, 1, 4, func(int) int { return 3 }, blockSize, 132 * 3 * 4},
+		{"occupancy unknown", h200, 1 << 30, 1, 4, func(int) int { return 0 }, blockSize, 132 * 4},
+		{"few SMs", cuda.Props{SMs: 2}, 1 << 24, 1, 16, occ16, blockSize, 2 * 16 * 16},
+		{"few SMs, one wave", cuda.Props{SMs: 2}, 4000, 1, 16, occ16, oneWaveBlock, 16},
+		{"no SMs reported", cuda.Props{}, 1000, 2, 16, occ16, oneWaveBlock, 2},
+		{"no SMs reported, large", cuda.Props{}, 1 << 20, 1, 16, occ16, blockSize, 16 * 16},
 	} {
 		block, grid := pickLaunch(c.props, c.items, c.unroll, c.waves, c.occ)
-		if block != blockSize || grid != c.grid {
-			t.Errorf("%s: pickLaunch = %d, %d; want %d, %d", c.name, block, grid, blockSize, c.grid)
+		if block != c.block || grid != c.grid {
+			t.Errorf("%s: pickLaunch = %d, %d; want %d, %d", c.name, block, grid, c.block, c.grid)
 		}
+	}
+}
+
+// TestGatedSpec checks the compile-time layout and SwiGLU flag of gated
+// problems and the offsets the kernel's scalar tail reads gate and up at.
+func TestGatedSpec(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		p          problem
+		layout     gatedLayout
+		full       bool
+		gOff, uOff int
+	}{
+		{"silu_and_mul", problem{gated: true, cols: 100, alpha: 1}, layoutHalves, false, 0, 100},
+		{"mul_and_silu", problem{gated: true, cols: 100, alpha: 1, gateSecond: true}, layoutHalves, false, 100, 0},
+		{"limit", problem{gated: true, cols: 7, alpha: 1, limit: 2.5}, layoutHalves, true, 0, 7},
+		{"swiglu", problem{gated: true, cols: 7, layout: Interleaved, alpha: SwiGLUAlpha, upAdd: 1, limit: SwiGLULimit},
+			layoutInterGateFirst, true, 0, 1},
+		{"interleaved gate second", problem{gated: true, cols: 7, layout: Interleaved, alpha: 1, gateSecond: true},
+			layoutInterGateSecond, false, 1, 0},
+		{"up + 1 only", problem{gated: true, cols: 7, alpha: 1, upAdd: 1}, layoutHalves, true, 0, 7},
+	} {
+		sp := c.p.spec(config{vec: 8, unroll: 1})
+		gOff, uOff := c.p.offsets()
+		if sp.layout != c.layout || sp.full != c.full || gOff != c.gOff || uOff != c.uOff {
+			t.Errorf("%s: layout %d, full %v, offsets %d, %d; want %d, %v, %d, %d", c.name, sp.layout, sp.full, gOff, uOff,
+				c.layout, c.full, c.gOff, c.uOff)
+		}
+	}
+	if sp := (problem{cols: 7}).spec(config{vec: 8, unroll: 1}); sp.layout != layoutHalves || sp.full {
+		t.Errorf("unary spec has gated fields: %+v", sp)
 	}
 }
 
