@@ -10,18 +10,23 @@
 // halo at the start of a chunk, which the neighbouring chunk has just pulled
 // into L2. Loads of UNROLL tokens are issued before any arithmetic so that
 // each thread keeps several requests in flight; a one-token loop finishes
-// the chunk (decode runs only that). SiLU uses the approximate ex2 and rcp
-// units (relative error about 1e-7, far below even fp32's tolerance), and
-// 16-bit outputs are converted two at a time. HINTS (chosen for decode) reads
-// x through the non-coherent path and stores y as streaming.
+// the chunk (decode runs only that). MINB caps the registers (launch bounds)
+// so that MINB blocks of 128 threads fit on an SM. For bf16, SiLU is one
+// tanh.approx on a half-scale pre-activation; for f16 and f32 it uses the
+// approximate ex2 and rcp units (relative error about 1e-7). 16-bit values
+// are converted two at a time, straight from and to the loaded words.
+// HINTS (chosen for decode) reads x through the non-coherent path and
+// stores y as streaming.
 //
-// Grid. blockIdx.y tiles the channels; blockIdx.x enumerates (sequence,
-// chunk) slots. With uniform sequences (dense batches, decode) slot g is
-// chunk g % cps of sequence g / cps. With cu_seqlens, sequence b owns the
-// slots [cu[b]/C + b, cu[b+1]/C + b + 1): at least ceil(L_b/C) of them, and
-// the grid is T/C + B slots long; a block finds its sequence by a binary
-// search over cu_seqlens. Surplus slots exit at once. No chunk spans two
-// sequences, and only chunk 0 of a sequence reaches back into the state.
+// Grid. The 1-D grid enumerates (slot, channel block) pairs, channel block
+// fastest, so that the blocks in flight read and write whole rows. Slots
+// are (sequence, chunk) pairs: with uniform sequences (dense batches,
+// decode) slot g is chunk g % cps of sequence g / cps. With cu_seqlens,
+// sequence b owns the slots [cu[b]/C + b, cu[b+1]/C + b + 1): at least
+// ceil(L_b/C) of them, and the grid is T/C + B slots long; a block finds its
+// sequence by a binary search over cu_seqlens. Surplus slots exit at once.
+// No chunk spans two sequences, and only chunk 0 of a sequence reaches back
+// into the state.
 //
 // State. Chunk 0 of a sequence is its owner: it alone reads the initial
 // window from the conv state and writes the final state (the last state_len
@@ -56,11 +61,23 @@ template <> struct WordOf<8> { typedef uint2 t; };
 template <> struct WordOf<16> { typedef uint4 t; };
 typedef WordOf<kBytes>::t Word;
 
+// Pairs: 16-bit types with at least two channels per thread are converted
+// two at a time, straight from and to the 32-bit words they are loaded in.
+constexpr bool kPairs = sizeof(T) == 2 && VEC >= 2;
+
 // Raw is the VEC channels of one token in storage format, moved as one word.
 union Raw {
   Word w;
   T v[VEC];
+  u32 u[kBytes >= 4 ? kBytes / 4 : 1];
 };
+
+template <class E> struct IsBF16 { static constexpr bool v = false; };
+template <> struct IsBF16<bf16> { static constexpr bool v = true; };
+// kTanh: SiLU through one tanh.approx (relative error about 2^-11, far
+// below bf16's 2^-9 rounding), on a pre-activation computed at half scale.
+// f16 keeps the two-unit form: its outputs resolve 2^-11.
+constexpr bool kTanh = SILU && IsBF16<T>::v;
 
 KI Raw ld(const T* p) {
   Raw r;
@@ -102,33 +119,49 @@ KI void st_y(T* p, const Raw& r) {
 #endif
 }
 
-KI void to_floats(float (&f)[VEC], const Raw& r) {
-#pragma unroll
-  for (int i = 0; i < VEC; ++i) f[i] = to_float(r.v[i]);
+// Two 16-bit values in one word (the first in the low half) to and from
+// fp32: a bf16 is the high half of its fp32, so unpacking is a shift and a
+// mask; packing is one cvt.
+template <class E> KI void unpack2(u32 w, float& a, float& b);
+template <> KI void unpack2<bf16>(u32 w, float& a, float& b) {
+  a = __uint_as_float(w << 16);
+  b = __uint_as_float(w & 0xffff0000u);
 }
-
-// put2 converts two fp32 values into two adjacent outputs; 16-bit types
-// take one packed conversion (the first value goes to the low half).
-KI void put2(bf16* d, float a, float b) {
+template <> KI void unpack2<f16>(u32 w, float& a, float& b) {
+  a = to_float(f16{(u16)(w & 0xffff)});
+  b = to_float(f16{(u16)(w >> 16)});
+}
+template <class E> KI u32 pack2(float a, float b);
+template <> KI u32 pack2<bf16>(float a, float b) {
   u32 p;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(b), "f"(a));
-  d[0].bits = (u16)(p & 0xffff);
-  d[1].bits = (u16)(p >> 16);
+  return p;
 }
-KI void put2(f16* d, float a, float b) {
+template <> KI u32 pack2<f16>(float a, float b) {
   u32 p;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(b), "f"(a));
-  d[0].bits = (u16)(p & 0xffff);
-  d[1].bits = (u16)(p >> 16);
+  return p;
 }
-KI void put2(float* d, float a, float b) { d[0] = a; d[1] = b; }
 
-KI Raw from_floats(const float (&f)[VEC]) {
-  Raw r;
+// (Templates, so that the pair branch is only instantiated for 16-bit T.)
+template <class E = T> KI void to_floats(float (&f)[VEC], const Raw& r) {
+  if constexpr (kPairs) {
 #pragma unroll
-  for (int i = 0; i < VEC; i += 2) {
-    if (i + 1 < VEC) put2(&r.v[i], f[i], f[i + 1]);
-    else r.v[i] = from_float<T>(f[i]);
+    for (int i = 0; i < VEC / 2; ++i) unpack2<E>(r.u[i], f[2 * i], f[2 * i + 1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) f[i] = to_float(r.v[i]);
+  }
+}
+
+template <class E = T> KI Raw from_floats(const float (&f)[VEC]) {
+  Raw r;
+  if constexpr (kPairs) {
+#pragma unroll
+    for (int i = 0; i < VEC / 2; ++i) r.u[i] = pack2<E>(f[2 * i], f[2 * i + 1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) r.v[i] = from_float<T>(f[i]);
   }
   return r;
 }
@@ -138,12 +171,22 @@ KI void zero(float (&f)[VEC]) {
   for (int i = 0; i < VEC; ++i) f[i] = 0.f;
 }
 
-// silu(v) = v / (1 + 2^(-v·log2 e)); -inf -> -0, +inf -> +inf.
+// silu(v) = v / (1 + 2^(-v·log2 e)), through the approximate ex2 and rcp
+// units (relative error about 1e-7).
 KI float silu(float v) {
   float e, r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.4426950408889634f));
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.f + e));
   return v * r;
+}
+
+// silu_half returns silu(2h) = h + h·tanh(h): with sigmoid(v) =
+// (1 + tanh(v/2))/2, one MUFU operation instead of two. The caller computes
+// h = v/2 by halving the taps and bias (exact).
+KI float silu_half(float h) {
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
+  return fmaf(h, t, h);
 }
 
 // Conv holds one thread's taps, bias and sliding window, in fp32.
@@ -162,7 +205,7 @@ struct Conv {
       for (int m = 0; m < W - 1; ++m) a = fmaf(w[m][i], win[m][i], a);
       a = fmaf(w[W - 1][i], xv[i], a);
 #if SILU
-      a = silu(a);
+      a = kTanh ? silu_half(a) : silu(a);
 #endif
       acc[i] = a;
     }
@@ -176,7 +219,7 @@ struct Conv {
   }
 };
 
-extern "C" __global__ void __launch_bounds__(256) conv1d_fwd(
+extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     const T* x, int x_stride, int n_tokens, int dim,
     const T* __restrict__ w, const T* __restrict__ bias,
     T* out0, T* out1, T* out2, int os0, int os1, int os2, int split1, int split2,
@@ -184,11 +227,13 @@ extern "C" __global__ void __launch_bounds__(256) conv1d_fwd(
     const int* slots, const u8* has_init,
     const T* state_in, long long in_slot_stride, int in_col_stride,
     T* state_out, long long out_slot_stride, int out_col_stride,
-    int n_slots, int state_len, int chunk, int* err) {
-  const int g = blockIdx.x;
-  const bool reporter = blockIdx.y == 0 && threadIdx.x == 0 && err != nullptr;
+    int n_slots, int state_len, int chunk, int chan_blocks, int* err) {
+  const int g = blockIdx.x / chan_blocks;    // slot
+  const int cb = blockIdx.x - g * chan_blocks;  // channel block
+  const bool reporter = cb == 0 && threadIdx.x == 0 && err != nullptr;
 
-  // Which sequence and which chunk of it this block handles.
+  // Which sequence and which chunk of it this block handles. The index
+  // loads that depend only on the sequence are issued together.
   int b, k;
   long long start, end;
   if (cu != nullptr) {
@@ -209,6 +254,8 @@ extern "C" __global__ void __launch_bounds__(256) conv1d_fwd(
     start = (long long)b * seq_len;
     end = start + seq_len;
   }
+  const int slot = slots != nullptr ? slots[b] : b;
+  const bool flagged = has_init == nullptr || has_init[b] != 0;
   if (start < 0 || end < start || end > n_tokens) {
     if (reporter && k == 0) atomicOr(err, 2);
     return;
@@ -217,17 +264,18 @@ extern "C" __global__ void __launch_bounds__(256) conv1d_fwd(
   if (k < 0 || tbeg >= end) return;  // surplus slot, or an empty sequence
   const long long tend = end < tbeg + chunk ? end : tbeg + chunk;
   const bool stateful = state_in != nullptr || state_out != nullptr;
-  const int slot = slots != nullptr ? slots[b] : b;
   if (slot < 0) return;  // pad slot: the sequence is skipped entirely
   if (stateful && slot >= n_slots) {
     if (reporter && k == 0) atomicOr(err, 1);
     return;
   }
 
-  const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
+  const int c0 = (cb * blockDim.x + threadIdx.x) * VEC;
   if (c0 >= dim) return;
 
-  // Taps (VEC·W contiguous values: W words) and bias, in fp32.
+  // Taps (VEC·W contiguous values: W words) and bias, in fp32; halved when
+  // the SiLU takes the half-scale pre-activation.
+  constexpr float kScale = kTanh ? 0.5f : 1.f;
   Conv cv;
   {
     Raw wr[W];
@@ -236,10 +284,12 @@ extern "C" __global__ void __launch_bounds__(256) conv1d_fwd(
 #pragma unroll
     for (int i = 0; i < VEC; ++i)
 #pragma unroll
-      for (int j = 0; j < W; ++j) cv.w[j][i] = to_float(wr[(i * W + j) / VEC].v[(i * W + j) % VEC]);
+      for (int j = 0; j < W; ++j) cv.w[j][i] = kScale * to_float(wr[(i * W + j) / VEC].v[(i * W + j) % VEC]);
   }
   if (bias != nullptr) to_floats(cv.b, ld(bias + c0));
   else zero(cv.b);
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) cv.b[i] *= kScale;
 
   // This thread's output column.
   T* out;
@@ -250,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(256) conv1d_fwd(
   const T* xc = x + c0;
 
   const bool owner = k == 0;
-  const bool init = owner && state_in != nullptr && (has_init == nullptr || has_init[b] != 0);
+  const bool init = owner && state_in != nullptr && flagged;
   const T* si = init ? state_in + slot * in_slot_stride + c0 : nullptr;
   T* so = owner && state_out != nullptr ? state_out + slot * out_slot_stride + c0 : nullptr;
   const long long len = end - start;

@@ -2,6 +2,8 @@ package conv1d
 
 import (
 	_ "embed"
+	"fmt"
+	"math"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/jit"
@@ -13,26 +15,21 @@ var kernelSrc string
 
 // kernelSpec is one specialization of conv1d.cu.
 type kernelSpec struct {
-	dtype  tensor.DType
-	width  int  // taps W
-	vec    int  // channels per thread (VEC·size ≤ 16 bytes)
-	unroll int  // tokens loaded before computing
-	silu   bool // SiLU epilogue
-	hints  bool // read-once/write-once cache hints on x and y (not in place)
+	dtype     tensor.DType
+	width     int  // taps W
+	vec       int  // channels per thread (VEC·size ≤ 16 bytes)
+	unroll    int  // tokens loaded before computing
+	silu      bool // SiLU epilogue
+	hints     bool // read-once/write-once cache hints on x and y (not in place)
+	minBlocks int  // blocks of 128 threads per SM the registers must allow
 }
 
 var cTypes = map[tensor.DType]string{tensor.BF16: "bf16", tensor.F16: "f16", tensor.F32: "float"}
 
 func (k kernelSpec) kernel() jit.Kernel {
-	flag := func(b bool) int {
-		if b {
-			return 1
-		}
-		return 0
-	}
 	return jit.Kernel{File: "conv1d/conv1d.cu", Source: kernelSrc, Entry: "conv1d_fwd",
 		Defines: jit.Defines(map[string]any{"DTYPE": cTypes[k.dtype], "WIDTH": k.width, "VEC": k.vec,
-			"UNROLL": k.unroll, "SILU": flag(k.silu), "HINTS": flag(k.hints)})}
+			"UNROLL": k.unroll, "SILU": boolInt(k.silu), "HINTS": boolInt(k.hints), "MINB": k.minBlocks})}
 }
 
 var kernels = jit.Funcs[kernelSpec]{Kernel: kernelSpec.kernel}
@@ -50,25 +47,38 @@ type shape struct {
 
 // config is a launch configuration.
 type config struct {
-	vec     int  // channels per thread
-	unroll  int  // tokens loaded before computing
-	hints   bool // cache hints on x and y
-	threads int  // threads per block (a multiple of 32)
-	chunk   int  // tokens per thread
+	vec       int  // channels per thread
+	unroll    int  // tokens loaded before computing
+	hints     bool // cache hints on x and y
+	minBlocks int  // register cap: this many blocks of maxBlock threads per SM
+	threads   int  // threads per block (a multiple of 32)
+	chunk     int  // tokens per thread
 }
 
-// Launch bounds, tuned on an H200 (see NOTES.md beside this file). The halo re-read is
-// (W−1)/chunk of x; minChunk keeps chunk ≥ W−1, which the kernel relies on
-// (only chunk 0 reads the state). Four channels per thread beat eight: the
-// fp32 taps and window of eight channels cost about twice the registers,
-// and occupancy matters more than 16-byte accesses here.
+// spec is the kernel specialization c runs.
+func (c config) spec(dt tensor.DType, width int, silu bool) kernelSpec {
+	return kernelSpec{dtype: dt, width: width, vec: c.vec, unroll: c.unroll, silu: silu, hints: c.hints, minBlocks: c.minBlocks}
+}
+
+// tune, when set (tuning tests only), replaces the picked configuration.
+var tune func(sh shape, c config) config
+
+// Launch bounds, tuned on an H200 (see NOTES.md beside this file). The halo
+// re-read is (W−1)/chunk of x; minChunk keeps chunk ≥ W−1, which the kernel
+// relies on (only chunk 0 reads the state). Four channels per thread beat
+// eight: the fp32 taps and window of eight channels cost about twice the
+// registers, and occupancy matters more than 16-byte accesses here. With
+// eight tokens in flight the compiler takes about 110 registers (four
+// blocks per SM); capping it at 80 (six blocks) was 3–5% faster, 72 (seven)
+// and 94 (five) were slower.
 const (
-	maxChunk    = 64
-	minChunk    = 8
-	maxBlock    = 128
-	maxVecBytes = 16 // widest access per thread and token
-	vecChannels = 4  // preferred channels per thread
-	unrollSteps = 8  // tokens in flight per thread in prefill
+	maxChunk       = 24
+	minChunk       = 8
+	maxBlock       = 128
+	maxVecBytes    = 16 // widest access per thread and token
+	vecChannels    = 4  // preferred channels per thread
+	unrollSteps    = 8  // tokens in flight per thread in prefill
+	minBlocksPerSM = 6
 )
 
 // grid returns the number of (sequence, chunk) slots and channel blocks.
@@ -84,20 +94,22 @@ func (c config) grid(sh shape) (slots, chanBlocks int) {
 
 // pickConfig chooses the launch configuration: four channels per thread
 // where the layout allows (else fewer); eight tokens in flight per thread;
-// cache hints for decode; the longest chunk (least halo) that
-// still gives every SM about eight blocks; then narrower blocks when the grid
-// is small (decode) so that the work spreads over more SMs.
+// cache hints for decode (fewer new tokens than that); the longest chunk up
+// to maxChunk that still gives every SM about eight blocks; then narrower
+// blocks when the grid is small (decode) so that the work spreads over more
+// SMs.
 func pickConfig(props cuda.Props, sh shape) config {
-	c := config{vec: min(sh.maxVec, vecChannels), unroll: unrollSteps, threads: maxBlock, chunk: maxChunk}
-	// Cache hints paid off for decode (about 10% at B = 256) but cost a
-	// third in prefill with 8-byte accesses; in place they are not allowed.
+	c := config{vec: min(sh.maxVec, vecChannels), unroll: unrollSteps, minBlocks: minBlocksPerSM, threads: maxBlock, chunk: maxChunk}
+	// Cache hints paid off for decode (about 10% at B = 256); in prefill
+	// the load hint cost 6% and the store hint changed nothing. In place
+	// they are not allowed.
 	c.hints = sh.seqLen > 0 && sh.seqLen < unrollSteps && !sh.inPlace
 	groups := (sh.dim + c.vec - 1) / c.vec
 	c.threads = min(maxBlock, (groups+31)/32*32)
 	sms := max(props.SMs, 1)
 	blocks := func() int { s, ch := c.grid(sh); return s * ch }
 	for c.chunk > minChunk && blocks() < 8*sms {
-		c.chunk /= 2
+		c.chunk = max(c.chunk/2, minChunk)
 	}
 	if sh.inPlace {
 		// The halo of a later chunk would read rows an earlier chunk has
@@ -167,11 +179,17 @@ func (p *plan) launch(s *cuda.Stream) error {
 		sh.seqLen = p.seqLen
 	}
 	c := pickConfig(dev.Props(), sh)
-	fn, err := kernels.Get(dev, kernelSpec{dtype: p.x.DType(), width: p.width, vec: c.vec, unroll: c.unroll, silu: p.silu, hints: c.hints})
+	if tune != nil {
+		c = tune(sh, c)
+	}
+	fn, err := kernels.Get(dev, c.spec(p.x.DType(), p.width, p.silu))
 	if err != nil {
 		return err
 	}
 	slots, chanBlocks := c.grid(sh)
+	if int64(slots)*int64(chanBlocks) > math.MaxInt32 {
+		return &tensor.ArgError{Op: p.op, Arg: "x", Msg: fmt.Sprintf("needs %d×%d blocks: too many for one launch", slots, chanBlocks)}
+	}
 	outs, os := [3]cuda.DevicePtr{}, [3]int32{}
 	for i := range outs {
 		o := p.outs[i]
@@ -195,9 +213,9 @@ func (p *plan) launch(s *cuda.Stream) error {
 		Ptr(ptrOf(p.slots)).Ptr(ptrOf(p.hasInit)).
 		Ptr(ptrOf(p.stateIn)).I64(inSlot).I32(inCol).
 		Ptr(ptrOf(p.stateOut)).I64(outSlot).I32(outCol).
-		I32(int32(p.nSlots)).I32(int32(p.stateLen)).I32(int32(c.chunk)).Ptr(ptrOf(p.errFlag))
+		I32(int32(p.nSlots)).I32(int32(p.stateLen)).I32(int32(c.chunk)).I32(int32(chanBlocks)).Ptr(ptrOf(p.errFlag))
 	return fn.Launch(cuda.LaunchConfig{
-		Grid:   cuda.Dim3{X: uint32(slots), Y: uint32(chanBlocks), Z: 1},
+		Grid:   cuda.D1(slots * chanBlocks),
 		Block:  cuda.D1(c.threads),
 		Stream: s,
 	}, a)

@@ -1,6 +1,7 @@
 package conv1d
 
 import (
+	"math"
 	"testing"
 
 	"github.com/gokittens/kittens/cuda"
@@ -15,21 +16,31 @@ func TestPickConfig(t *testing.T) {
 		sh    shape
 		want  config
 	}{
-		{"prefill 4096x8192 bf16", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8}, config{vec: 4, unroll: 8, threads: 128, chunk: 32}},
-		{"prefill 32768x8192 bf16", h100, shape{dim: 8192, tokens: 32768, seqs: 1, elemSize: 2, maxVec: 8}, config{vec: 4, unroll: 8, threads: 128, chunk: 64}},
-		{"prefill on few SMs", small, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8}, config{vec: 4, unroll: 8, threads: 128, chunk: 64}},
-		{"decode B1", h100, shape{dim: 8192, tokens: 1, seqs: 1, seqLen: 1, elemSize: 2, maxVec: 8}, config{vec: 4, unroll: 8, hints: true, threads: 32, chunk: 8}},
-		{"decode B256", h100, shape{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, elemSize: 2, maxVec: 8}, config{vec: 4, unroll: 8, hints: true, threads: 128, chunk: 64}},
-		{"odd dim f32", h100, shape{dim: 37, tokens: 100, seqs: 2, elemSize: 4, maxVec: 1}, config{vec: 1, unroll: 8, threads: 32, chunk: 8}},
-		{"f32 packs", small, shape{dim: 1000, tokens: 5000, seqs: 1, elemSize: 4, maxVec: 4}, config{vec: 4, unroll: 8, threads: 128, chunk: 64}},
-		{"in place keeps sequences whole", h100, shape{dim: 64, tokens: 600, seqs: 3, seqLen: 200, elemSize: 2, maxVec: 8, inPlace: true}, config{vec: 4, unroll: 8, threads: 32, chunk: 200}},
+		{"prefill 4096x8192 bf16", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
+		{"prefill 32768x8192 bf16", h100, shape{dim: 8192, tokens: 32768, seqs: 1, elemSize: 2, maxVec: 8},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
+		{"prefill on few SMs", small, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
+		{"decode B1", h100, shape{dim: 8192, tokens: 1, seqs: 1, seqLen: 1, elemSize: 2, maxVec: 8},
+			config{vec: 4, unroll: 8, hints: true, minBlocks: 6, threads: 32, chunk: 8}},
+		{"decode B256", h100, shape{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, elemSize: 2, maxVec: 8},
+			config{vec: 4, unroll: 8, hints: true, minBlocks: 6, threads: 128, chunk: 24}},
+		{"decode in place: no hints", h100, shape{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, elemSize: 2, maxVec: 8, inPlace: true},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 1}},
+		{"odd dim f32", h100, shape{dim: 37, tokens: 100, seqs: 2, elemSize: 4, maxVec: 1},
+			config{vec: 1, unroll: 8, minBlocks: 6, threads: 32, chunk: 8}},
+		{"f32 packs", small, shape{dim: 1000, tokens: 5000, seqs: 1, elemSize: 4, maxVec: 4},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
+		{"in place keeps sequences whole", h100, shape{dim: 64, tokens: 600, seqs: 3, seqLen: 200, elemSize: 2, maxVec: 8, inPlace: true},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 32, chunk: 200}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := pickConfig(tc.props, tc.sh)
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
-			if _, ch := got.grid(tc.sh); ch > 65535 || got.threads%32 != 0 || (!tc.sh.inPlace && got.chunk < MaxWidth-1) {
+			if s, ch := got.grid(tc.sh); s*ch > math.MaxInt32 || got.threads%32 != 0 || got.threads > maxBlock || (!tc.sh.inPlace && got.chunk < MaxWidth-1) {
 				t.Errorf("config %+v breaks a launch limit", got)
 			}
 		})
