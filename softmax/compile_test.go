@@ -1,13 +1,10 @@
 package softmax
 
 import (
-	"fmt"
 	"os"
-	"strings"
 	"testing"
 
-	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/include"
+	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -30,14 +27,7 @@ func TestKernelsCompile(t *testing.T) {
 		specs[bulkConfig(h200, 16, 1<<16, dt, 8, 2, 0, 256, 1).spec] = true
 	}
 	for sp := range specs {
-		k := kernels.Kernel(sp)
-		var src strings.Builder // as jit hands it to NVRTC: the defines as #define lines first
-		for _, d := range k.Defines {
-			name, value, _ := strings.Cut(d, "=")
-			fmt.Fprintf(&src, "#define %s %s\n", name, value)
-		}
-		src.WriteString(k.Source)
-		if _, err := cuda.CompileCUBIN(k.File, src.String(), include.Headers(), []string{"-arch=" + arch, "-std=c++17", "-default-device"}); err != nil {
+		if _, err := jit.Compile(arch, kernels.Kernel(sp)); err != nil {
 			t.Errorf("%+v: %v", sp, err)
 		}
 	}
