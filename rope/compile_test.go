@@ -1,23 +1,17 @@
 package rope
 
 import (
-	"os"
 	"testing"
 
+	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/tensor"
 )
 
-// TestKernelsCompile compiles, with NVRTC alone (no GPU needed), the
-// specializations the pickers yield for every dtype pair, style and vector
-// width, for the architecture named by KITTENS_NVRTC_ARCH (e.g. sm_90a;
-// sm_90 for an older NVRTC), and logs each one's registers and stack frame
-// (a frame means spills). Skipped when the variable is unset.
+// TestKernelsCompile compiles, with NVRTC alone, the specializations the
+// pickers yield for every dtype pair, style and vector width (see
+// gputest.CompileAll).
 func TestKernelsCompile(t *testing.T) {
-	arch := os.Getenv("KITTENS_NVRTC_ARCH")
-	if arch == "" {
-		t.Skip("set KITTENS_NVRTC_ARCH (e.g. sm_90a) to compile the specializations with NVRTC")
-	}
 	var specs []spec
 	for _, p := range dtypePairs {
 		for _, style := range []Style{NeoX, GPTJ} {
@@ -40,18 +34,9 @@ func TestKernelsCompile(t *testing.T) {
 			}
 		}
 	}
-	for _, sp := range specs {
-		kern := sp.kernel()
-		bin, err := jit.Compile(arch, kern)
-		if err != nil {
-			t.Errorf("%v: %v", kern, err)
-			continue
-		}
-		regs, frame, err := jit.Resources(bin)
-		if err != nil {
-			t.Errorf("%v: %v", kern, err)
-			continue
-		}
-		t.Logf("%v: %d registers, %d-byte frame", kern, regs, frame)
+	kernels := make([]jit.Kernel, len(specs))
+	for i, sp := range specs {
+		kernels[i] = sp.kernel()
 	}
+	gputest.CompileAll(t, kernels)
 }
