@@ -10,18 +10,23 @@
 // halo at the start of a chunk, which the neighbouring chunk has just pulled
 // into L2. Loads of UNROLL tokens are issued before any arithmetic so that
 // each thread keeps several requests in flight; a one-token loop finishes
-// the chunk (decode runs only that). MINB caps the registers (launch bounds)
-// so that MINB blocks of 128 threads fit on an SM. For bf16, SiLU is one
+// the chunk. Single-token decode runs UNROLL = 1. In the prologue only the
+// slot index is waited on before the state is read: the taps, the bias, the
+// halo and the first batch of tokens are all in flight before anything
+// loaded is converted. MINB caps the registers (launch bounds) so that MINB
+// blocks of 128 threads fit on an SM. For bf16, SiLU is one
 // tanh.approx on a half-scale pre-activation; for f16 and f32 it uses the
 // approximate ex2 and rcp units (relative error about 1e-7). 16-bit values
 // are converted two at a time, straight from and to the loaded words.
 // HINTS (chosen for decode) reads x through the non-coherent path and
 // stores y as streaming.
 //
-// Grid. The 1-D grid enumerates (slot, channel block) pairs, channel block
-// fastest, so that the blocks in flight read and write whole rows. Slots
-// are (sequence, chunk) pairs: with uniform sequences (dense batches,
-// decode) slot g is chunk g % cps of sequence g / cps. With cu_seqlens,
+// Grid. Channel blocks run along x, fastest, so that the blocks in flight
+// read and write whole rows; slots along y, spilling into z past 65535
+// (slot g = blockIdx.z·gridDim.y + blockIdx.y: no division; the surplus of
+// that rounding exits). Slots are (sequence, chunk) pairs: with uniform
+// sequences (dense batches, decode) slot g is chunk g % cps of sequence
+// g / cps (decode: cps = 1, no division either). With cu_seqlens,
 // sequence b owns the slots [cu[b]/C + b, cu[b+1]/C + b + 1): at least
 // ceil(L_b/C) of them, and the grid is T/C + B slots long; a block finds its
 // sequence by a binary search over cu_seqlens. Surplus slots exit at once.
@@ -166,11 +171,6 @@ template <class E = T> KI Raw from_floats(const float (&f)[VEC]) {
   return r;
 }
 
-KI void zero(float (&f)[VEC]) {
-#pragma unroll
-  for (int i = 0; i < VEC; ++i) f[i] = 0.f;
-}
-
 // silu(v) = v / (1 + 2^(-v·log2 e)), through the approximate ex2 and rcp
 // units (relative error about 1e-7).
 KI float silu(float v) {
@@ -219,6 +219,12 @@ struct Conv {
   }
 };
 
+KI Raw zero_raw() {
+  Raw r;
+  r.w = Word{};
+  return r;
+}
+
 extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     const T* x, int x_stride, int n_tokens, int dim,
     const T* __restrict__ w, const T* __restrict__ bias,
@@ -227,10 +233,9 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     const int* slots, const u8* has_init,
     const T* state_in, long long in_slot_stride, int in_col_stride,
     T* state_out, long long out_slot_stride, int out_col_stride,
-    int n_slots, int state_len, int chunk, int chan_blocks, int* err) {
-  const int g = blockIdx.x / chan_blocks;    // slot
-  const int cb = blockIdx.x - g * chan_blocks;  // channel block
-  const bool reporter = cb == 0 && threadIdx.x == 0 && err != nullptr;
+    int n_slots, int state_len, int chunk, int* err) {
+  const int g = blockIdx.z * gridDim.y + blockIdx.y;  // slot
+  const bool reporter = blockIdx.x == 0 && threadIdx.x == 0 && err != nullptr;
 
   // Which sequence and which chunk of it this block handles. The index
   // loads that depend only on the sequence are issued together.
@@ -249,8 +254,9 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     if (reporter && g == 0 && (cu[0] != 0 || cu[n_seqs] != n_tokens)) atomicOr(err, 2);
   } else {
     const int cps = (seq_len + chunk - 1) / chunk;
-    b = g / cps;
+    b = cps == 1 ? g : g / cps;  // decode: one chunk per sequence, no division
     k = g - b * cps;
+    if (b >= n_seqs) return;  // the grid's z rounding
     start = (long long)b * seq_len;
     end = start + seq_len;
   }
@@ -263,6 +269,25 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
   const long long tbeg = start + (long long)k * chunk;
   if (k < 0 || tbeg >= end) return;  // surplus slot, or an empty sequence
   const long long tend = end < tbeg + chunk ? end : tbeg + chunk;
+  const int c0 = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  if (c0 >= dim) return;
+  const T* xc = x + c0;
+  const bool owner = k == 0;
+
+  // The taps (VEC·W contiguous values: W words), the bias and, for a later
+  // chunk, the halo do not depend on the slot: they are in flight while the
+  // slot index is waited on. Nothing loaded is converted before the first
+  // batch of tokens has been issued, so that the window (from the state or
+  // the halo) and the first tokens arrive together.
+  Raw wr[W], br, win[W - 1];
+#pragma unroll
+  for (int j = 0; j < W; ++j) wr[j] = ld(w + (long long)c0 * W + j * VEC);
+  br = bias != nullptr ? ld(bias + c0) : zero_raw();
+  if (!owner) {
+#pragma unroll
+    for (int m = 0; m < W - 1; ++m) win[m] = ld_x(xc + (tbeg - (W - 1) + m) * x_stride);
+  }
+
   const bool stateful = state_in != nullptr || state_out != nullptr;
   if (slot < 0) return;  // pad slot: the sequence is skipped entirely
   if (stateful && slot >= n_slots) {
@@ -270,36 +295,13 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     return;
   }
 
-  const int c0 = (cb * blockDim.x + threadIdx.x) * VEC;
-  if (c0 >= dim) return;
-
-  // Taps (VEC·W contiguous values: W words) and bias, in fp32; halved when
-  // the SiLU takes the half-scale pre-activation.
-  constexpr float kScale = kTanh ? 0.5f : 1.f;
-  Conv cv;
-  {
-    Raw wr[W];
-#pragma unroll
-    for (int j = 0; j < W; ++j) wr[j] = ld(w + (long long)c0 * W + j * VEC);
-#pragma unroll
-    for (int i = 0; i < VEC; ++i)
-#pragma unroll
-      for (int j = 0; j < W; ++j) cv.w[j][i] = kScale * to_float(wr[(i * W + j) / VEC].v[(i * W + j) % VEC]);
-  }
-  if (bias != nullptr) to_floats(cv.b, ld(bias + c0));
-  else zero(cv.b);
-#pragma unroll
-  for (int i = 0; i < VEC; ++i) cv.b[i] *= kScale;
-
   // This thread's output column.
   T* out;
   int os;
   if (c0 < split1) { out = out0 + c0; os = os0; }
   else if (c0 < split2) { out = out1 + (c0 - split1); os = os1; }
   else { out = out2 + (c0 - split2); os = os2; }
-  const T* xc = x + c0;
 
-  const bool owner = k == 0;
   const bool init = owner && state_in != nullptr && flagged;
   const T* si = init ? state_in + slot * in_slot_stride + c0 : nullptr;
   T* so = owner && state_out != nullptr ? state_out + slot * out_slot_stride + c0 : nullptr;
@@ -307,10 +309,7 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
   const int older = state_len - (W - 1);  // state columns before the window
   if (owner) {
 #pragma unroll
-    for (int m = 0; m < W - 1; ++m) {
-      if (init) to_floats(cv.win[m], ld(si + (long long)(older + m) * in_col_stride));
-      else zero(cv.win[m]);
-    }
+    for (int m = 0; m < W - 1; ++m) win[m] = init ? ld(si + (long long)(older + m) * in_col_stride) : zero_raw();
     // Final-state columns older than the last W-1: x~[len - state_len + j].
     if (so != nullptr) {
       for (int j = 0; j < older; ++j) {
@@ -318,22 +317,42 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
         Raw v;
         if (h >= state_len) v = ld(xc + (start + h - state_len) * x_stride);
         else if (init) v = ld(si + h * in_col_stride);
-        else { float z[VEC]; zero(z); v = from_floats(z); }
+        else v = zero_raw();
         st(so + (long long)j * out_col_stride, v);
       }
     }
-  } else {
-#pragma unroll
-    for (int m = 0; m < W - 1; ++m) to_floats(cv.win[m], ld_x(xc + (tbeg - (W - 1) + m) * x_stride));
   }
 
+  // Batches of UNROLL tokens, each loaded before any of it is computed (the
+  // loop is rotated so that the first batch is issued before the
+  // conversions below); a one-token loop finishes the chunk.
   long long t = tbeg;
-  for (; t + UNROLL <= tend; t += UNROLL) {
-    Raw buf[UNROLL];
+  Raw buf[UNROLL];
+  auto load = [&] {
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) buf[u] = ld_x(xc + (t + u) * x_stride);
+  };
+  if (t + UNROLL <= tend) load();
+
+  // fp32 taps and bias, halved when the SiLU takes the half-scale
+  // pre-activation, and the window.
+  constexpr float kScale = kTanh ? 0.5f : 1.f;
+  Conv cv;
+#pragma unroll
+  for (int i = 0; i < VEC; ++i)
+#pragma unroll
+    for (int j = 0; j < W; ++j) cv.w[j][i] = kScale * to_float(wr[(i * W + j) / VEC].v[(i * W + j) % VEC]);
+  to_floats(cv.b, br);
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) cv.b[i] *= kScale;
+#pragma unroll
+  for (int m = 0; m < W - 1; ++m) to_floats(cv.win[m], win[m]);
+
+  while (t + UNROLL <= tend) {
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) st_y(out + (t + u) * os, cv.step(buf[u]));
+    t += UNROLL;
+    if (t + UNROLL <= tend) load();
   }
   for (; t < tend; ++t) st_y(out + t * os, cv.step(ld_x(xc + t * x_stride)));
 

@@ -2,8 +2,6 @@ package conv1d
 
 import (
 	_ "embed"
-	"fmt"
-	"math"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/jit"
@@ -79,6 +77,12 @@ const (
 	vecChannels    = 4  // preferred channels per thread
 	unrollSteps    = 8  // tokens in flight per thread in prefill
 	minBlocksPerSM = 6
+	// Single-token decode needs no batch (UNROLL = 1) and spends the
+	// registers that frees on occupancy: a decode wave is latency bound,
+	// so more resident blocks mean fewer waves (B = 256: 4096 blocks).
+	// Eight blocks (64 registers) is the most that compiles without
+	// spilling.
+	decodeMinBlocks = 8
 )
 
 // grid returns the number of (sequence, chunk) slots and channel blocks.
@@ -94,16 +98,20 @@ func (c config) grid(sh shape) (slots, chanBlocks int) {
 
 // pickConfig chooses the launch configuration: four channels per thread
 // where the layout allows (else fewer); eight tokens in flight per thread;
-// cache hints for decode (fewer new tokens than that); the longest chunk up
-// to maxChunk that still gives every SM about eight blocks; then narrower
-// blocks when the grid is small (decode) so that the work spreads over more
-// SMs.
+// cache hints for decode (fewer new tokens than that), and for single-token
+// decode one token per batch under a tighter register cap; the longest
+// chunk up to maxChunk that still gives every SM about eight blocks; then
+// narrower blocks when the grid is small (decode) so that the work spreads
+// over more SMs.
 func pickConfig(props cuda.Props, sh shape) config {
 	c := config{vec: min(sh.maxVec, vecChannels), unroll: unrollSteps, minBlocks: minBlocksPerSM, threads: maxBlock, chunk: maxChunk}
 	// Cache hints paid off for decode (about 10% at B = 256); in prefill
 	// the load hint cost 6% and the store hint changed nothing. In place
 	// they are not allowed.
 	c.hints = sh.seqLen > 0 && sh.seqLen < unrollSteps && !sh.inPlace
+	if sh.seqLen == 1 {
+		c.unroll, c.minBlocks = 1, decodeMinBlocks
+	}
 	groups := (sh.dim + c.vec - 1) / c.vec
 	c.threads = min(maxBlock, (groups+31)/32*32)
 	sms := max(props.SMs, 1)
@@ -120,6 +128,18 @@ func pickConfig(props cuda.Props, sh shape) config {
 		c.threads /= 2
 	}
 	return c
+}
+
+// maxGridY is the most blocks a launch may have along y (and z).
+const maxGridY = 65535
+
+// gridOf lays out the launch: channel blocks along x, fastest, so that the
+// blocks in flight read and write whole rows; slots along y, spilling into z
+// past maxGridY (the kernel skips the surplus the rounding adds). The slot
+// is then blockIdx.z·gridDim.y + blockIdx.y: no division in the kernel.
+func gridOf(slots, chanBlocks int) cuda.Dim3 {
+	z := (slots + maxGridY - 1) / maxGridY
+	return cuda.Dim3{X: uint32(chanBlocks), Y: uint32((slots + z - 1) / z), Z: uint32(z)}
 }
 
 // maxVec is the widest channel group (a power of two, at most 16 bytes)
@@ -187,9 +207,6 @@ func (p *plan) launch(s *cuda.Stream) error {
 		return err
 	}
 	slots, chanBlocks := c.grid(sh)
-	if int64(slots)*int64(chanBlocks) > math.MaxInt32 {
-		return &tensor.ArgError{Op: p.op, Arg: "x", Msg: fmt.Sprintf("needs %d×%d blocks: too many for one launch", slots, chanBlocks)}
-	}
 	outs, os := [3]cuda.DevicePtr{}, [3]int32{}
 	for i := range outs {
 		o := p.outs[i]
@@ -213,9 +230,9 @@ func (p *plan) launch(s *cuda.Stream) error {
 		Ptr(ptrOf(p.slots)).Ptr(ptrOf(p.hasInit)).
 		Ptr(ptrOf(p.stateIn)).I64(inSlot).I32(inCol).
 		Ptr(ptrOf(p.stateOut)).I64(outSlot).I32(outCol).
-		I32(int32(p.nSlots)).I32(int32(p.stateLen)).I32(int32(c.chunk)).I32(int32(chanBlocks)).Ptr(ptrOf(p.errFlag))
+		I32(int32(p.nSlots)).I32(int32(p.stateLen)).I32(int32(c.chunk)).Ptr(ptrOf(p.errFlag))
 	return fn.Launch(cuda.LaunchConfig{
-		Grid:   cuda.D1(slots * chanBlocks),
+		Grid:   gridOf(slots, chanBlocks),
 		Block:  cuda.D1(c.threads),
 		Stream: s,
 	}, a)

@@ -23,11 +23,13 @@ func TestPickConfig(t *testing.T) {
 		{"prefill on few SMs", small, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8},
 			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
 		{"decode B1", h100, shape{dim: 8192, tokens: 1, seqs: 1, seqLen: 1, elemSize: 2, maxVec: 8},
-			config{vec: 4, unroll: 8, hints: true, minBlocks: 6, threads: 32, chunk: 8}},
+			config{vec: 4, unroll: 1, hints: true, minBlocks: 8, threads: 32, chunk: 8}},
 		{"decode B256", h100, shape{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, elemSize: 2, maxVec: 8},
-			config{vec: 4, unroll: 8, hints: true, minBlocks: 6, threads: 128, chunk: 24}},
+			config{vec: 4, unroll: 1, hints: true, minBlocks: 8, threads: 128, chunk: 24}},
 		{"decode in place: no hints", h100, shape{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, elemSize: 2, maxVec: 8, inPlace: true},
-			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 1}},
+			config{vec: 4, unroll: 1, minBlocks: 8, threads: 128, chunk: 1}},
+		{"multi-token decode keeps the batch", h100, shape{dim: 8192, tokens: 1024, seqs: 256, seqLen: 4, elemSize: 2, maxVec: 8},
+			config{vec: 4, unroll: 8, hints: true, minBlocks: 6, threads: 128, chunk: 24}},
 		{"odd dim f32", h100, shape{dim: 37, tokens: 100, seqs: 2, elemSize: 4, maxVec: 1},
 			config{vec: 1, unroll: 8, minBlocks: 6, threads: 32, chunk: 8}},
 		{"f32 packs", small, shape{dim: 1000, tokens: 5000, seqs: 1, elemSize: 4, maxVec: 4},
@@ -40,10 +42,26 @@ func TestPickConfig(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
-			if s, ch := got.grid(tc.sh); s*ch > math.MaxInt32 || got.threads%32 != 0 || got.threads > maxBlock || (!tc.sh.inPlace && got.chunk < MaxWidth-1) {
+			if s, ch := got.grid(tc.sh); !gridFits(gridOf(s, ch), s) || got.threads%32 != 0 || got.threads > maxBlock || (!tc.sh.inPlace && got.chunk < MaxWidth-1) {
 				t.Errorf("config %+v breaks a launch limit", got)
 			}
 		})
+	}
+}
+
+// gridFits says whether g is a valid launch with at least slots slots and
+// fewer than one row of y surplus.
+func gridFits(g cuda.Dim3, slots int) bool {
+	y, z := int(g.Y), int(g.Z)
+	return g.X >= 1 && g.X <= math.MaxInt32 && y >= 1 && y <= maxGridY && z >= 1 && z <= maxGridY &&
+		y*z >= slots && y*(z-1) < slots
+}
+
+func TestGridOf(t *testing.T) {
+	for _, slots := range []int{1, 2, 171, maxGridY - 1, maxGridY, maxGridY + 1, 2*maxGridY + 7, 1 << 28} {
+		if g := gridOf(slots, 16); !gridFits(g, slots) || g.X != 16 {
+			t.Errorf("gridOf(%d, 16) = %+v", slots, g)
+		}
 	}
 }
 

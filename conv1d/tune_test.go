@@ -152,16 +152,14 @@ func TestTune(t *testing.T) {
 
 	picked := variant{"picked", func(*config) {}}
 	prefill := []variant{picked,
-		{"chunk 32", func(c *config) { c.chunk = 32 }},
-		{"chunk 16", func(c *config) { c.chunk = 16 }},
 		{"64 threads", func(c *config) { c.threads = 64 }},
-		{"hints", func(c *config) { c.hints = true }},
-		{"unroll 4", func(c *config) { c.unroll = 4 }},
+		{"chunk 32", func(c *config) { c.chunk = 32 }},
 		picked,
 	}
 	decode := []variant{picked,
-		{"no register cap", func(c *config) { c.minBlocks = 1 }},
-		{"no hints", func(c *config) { c.hints = false }},
+		{"minBlocks 9", func(c *config) { c.minBlocks = 9 }},
+		{"minBlocks 10", func(c *config) { c.minBlocks = 10 }},
+		{"unroll 8 minBlocks 6", func(c *config) { c.unroll, c.minBlocks = 8, 6 }},
 		picked,
 	}
 	fwd := func(name string, lens []int, init float64) testCase {

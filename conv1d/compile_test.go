@@ -1,0 +1,45 @@
+package conv1d
+
+import (
+	"testing"
+
+	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/jit"
+	"github.com/gokittens/kittens/tensor"
+)
+
+// TestKernelsCompile compiles, with NVRTC alone, the specializations the
+// picker yields on an H200 for prefill, single- and multi-token decode and
+// in-place decode, in every dtype, width and activation (see
+// gputest.CompileAll).
+func TestKernelsCompile(t *testing.T) {
+	h200 := cuda.Props{SMs: 132}
+	specs := map[kernelSpec]bool{}
+	var kernels []jit.Kernel
+	for _, dt := range []tensor.DType{bf16, f16, f32} {
+		for width := MinWidth; width <= MaxWidth; width++ {
+			for _, sh := range []shape{
+				{dim: 8192, tokens: 4096, seqs: 1},
+				{dim: 8192, tokens: 256, seqs: 256, seqLen: 1},
+				{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, inPlace: true},
+				{dim: 8192, tokens: 1024, seqs: 256, seqLen: 4},
+				{dim: 37, tokens: 100, seqs: 2},
+			} {
+				sh.elemSize = dt.Size()
+				sh.maxVec = maxVecBytes / dt.Size()
+				if sh.dim%2 != 0 {
+					sh.maxVec = 1
+				}
+				for _, silu := range []bool{false, true} {
+					sp := pickConfig(h200, sh).spec(dt, width, silu)
+					if !specs[sp] {
+						specs[sp] = true
+						kernels = append(kernels, sp.kernel())
+					}
+				}
+			}
+		}
+	}
+	gputest.CompileAll(t, kernels)
+}
