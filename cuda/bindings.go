@@ -82,6 +82,7 @@ var (
 	cuFuncGetAttribute     = &binding{name: "cuFuncGetAttribute", args: "pip"}
 	cuFuncSetAttribute     = &binding{name: "cuFuncSetAttribute", args: "pii"}
 	cuOccupancyMaxBlocks   = &binding{name: "cuOccupancyMaxActiveBlocksPerMultiprocessor", args: "ppis"}
+	cuOccupancyMaxClusters = &binding{name: "cuOccupancyMaxActiveClusters", args: "ppp"}
 	cuLaunchKernel         = &binding{name: "cuLaunchKernel", args: "puuuuuuuppp"}
 	cuLaunchKernelEx       = &binding{name: "cuLaunchKernelEx", args: "pppp"}
 	cuTensorMapEncodeTiled = &binding{name: "cuTensorMapEncodeTiled", args: "piupppppiiii"}
@@ -106,7 +107,7 @@ var bindings = []*binding{
 	cuMemsetD32Async, cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuEventCreate,
 	cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuModuleLoadData,
 	cuModuleUnload, cuModuleGetFunction, cuFuncGetAttribute, cuFuncSetAttribute, cuOccupancyMaxBlocks,
-	cuLaunchKernel, cuLaunchKernelEx, cuTensorMapEncodeTiled,
+	cuOccupancyMaxClusters, cuLaunchKernel, cuLaunchKernelEx, cuTensorMapEncodeTiled,
 	nvrtcVersion, nvrtcGetErrorString, nvrtcCreateProgram, nvrtcDestroyProgram, nvrtcCompileProgram,
 	nvrtcGetCUBINSize, nvrtcGetCUBIN, nvrtcGetProgramLogSize, nvrtcGetProgramLog,
 }

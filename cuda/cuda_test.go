@@ -229,6 +229,57 @@ func TestDynamicSharedAbove48K(t *testing.T) {
 	}
 }
 
+// TestOccupancyMaxActiveClusters checks the cluster occupancy query against
+// the per-SM block limit: a wave of clusters never holds more blocks than
+// the SMs do, and a cluster over 8 blocks is counted once allowed.
+func TestOccupancyMaxActiveClusters(t *testing.T) {
+	d := testDevice(t)
+	p := d.Props()
+	if p.Major < 9 {
+		t.Skip("clusters need compute capability 9.0")
+	}
+	m := loadTestModule(t, d)
+	defer m.Unload()
+	add1, _ := m.Function("add1")
+	big, _ := m.Function("bigshared")
+	if err := big.SetMaxDynamicShared(100 * 1024); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		fn          *Function
+		block, smem int
+		cluster     int
+		nonPortable bool
+	}{
+		{add1, 128, 0, 2, false},
+		{add1, 1024, 0, 8, false},
+		{big, 256, 100 * 1024, 2, false},
+		{big, 256, 100 * 1024, 8, false},
+		{big, 256, 100 * 1024, 16, true},
+	} {
+		if c.nonPortable {
+			if err := c.fn.SetAttribute(FuncNonPortableClusterOK, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := LaunchConfig{Grid: D1(c.cluster), Block: D1(c.block), Shared: c.smem, Cluster: D1(c.cluster)}
+		n, err := c.fn.MaxActiveClusters(cfg)
+		if err != nil {
+			t.Fatalf("%s block %d shared %d cluster %d: %v", c.fn.Name, c.block, c.smem, c.cluster, err)
+		}
+		perSM, err := c.fn.MaxActiveBlocksPerSM(c.block, c.smem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s block %d shared %d cluster %d: %d clusters at once (%d blocks an SM, %d SMs)",
+			c.fn.Name, c.block, c.smem, c.cluster, n, perSM, p.SMs)
+		if n < 1 || n*c.cluster > perSM*p.SMs {
+			t.Errorf("%s cluster %d: %d clusters, %d blocks, over %d blocks an SM on %d SMs",
+				c.fn.Name, c.cluster, n, n*c.cluster, perSM, p.SMs)
+		}
+	}
+}
+
 // TestLaunchAllocatesNothing: the hot path (arguments, launch, event record)
 // must not allocate.
 func TestLaunchAllocatesNothing(t *testing.T) {

@@ -229,6 +229,13 @@ func (f *Function) Launch(cfg LaunchConfig, a *Args) error {
 	}
 	ex := exPool.Get().(*exState)
 	defer exPool.Put(ex)
+	ex.set(cfg, stream)
+	return newError("cuLaunchKernelEx", cuLaunchKernelEx.call(uintptr(unsafe.Pointer(&ex.cfg)), f.h, params, 0))
+}
+
+// set fills ex with cfg, its cluster as the one attribute (none when the
+// cluster is zero), on stream.
+func (ex *exState) set(cfg LaunchConfig, stream uintptr) {
 	ex.attr = cuLaunchAttribute{id: launchAttrClusterDimension}
 	ex.attr.value[0], ex.attr.value[1], ex.attr.value[2] = cfg.Cluster.X, cfg.Cluster.Y, cfg.Cluster.Z
 	ex.cfg = cuLaunchConfig{
@@ -237,5 +244,26 @@ func (f *Function) Launch(cfg LaunchConfig, a *Args) error {
 		shared: uint32(cfg.Shared), stream: stream,
 		attrs: uintptr(unsafe.Pointer(&ex.attr)), numAttrs: 1,
 	}
-	return newError("cuLaunchKernelEx", cuLaunchKernelEx.call(uintptr(unsafe.Pointer(&ex.cfg)), f.h, params, 0))
+	if cfg.Cluster == (Dim3{}) {
+		ex.cfg.attrs, ex.cfg.numAttrs = 0, 0
+	}
+}
+
+// MaxActiveClusters returns how many clusters of a launch with cfg (its
+// Cluster, Block and Shared; Grid a whole number of clusters; Stream
+// ignored) can run on the device at once: the clusters of one wave, which
+// can be fewer than the SMs over the cluster size, since a cluster's blocks
+// must share one GPC. The function's attributes that the launch needs
+// (dynamic shared memory over 48 KiB, clusters over 8 blocks) must be set
+// first.
+func (f *Function) MaxActiveClusters(cfg LaunchConfig) (int, error) {
+	f.dev.bind()
+	defer unbind()
+	ex := exPool.Get().(*exState)
+	defer exPool.Put(ex)
+	ex.set(cfg, 0)
+	v := newOut[int32]()
+	err := newError("cuOccupancyMaxActiveClusters",
+		cuOccupancyMaxClusters.call(ptr(v), f.h, uintptr(unsafe.Pointer(&ex.cfg))))
+	return int(*v), err
 }

@@ -39,6 +39,9 @@ type config struct {
 	Stream  bool // a block's share exceeds its register tile: two passes over x
 	Piece   int  // bulk: vectors (16 bytes) per slot of the ring
 	Slots   int  // bulk: slots of the ring
+	// Resident (bulk) makes Grid an upper bound: run launches one wave of
+	// clusters, as many as fit the GPU at once, each walking its rows.
+	Resident bool
 }
 
 // spec is what the kernel is compiled for.
@@ -154,37 +157,58 @@ func pickRegister(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 
 // Limits of the bulk path (softmax_bulk).
 const (
-	bulkHead       = 768      // shared bytes before the ring: mbarriers and merge scratch (kBulkHead)
-	maxSlots       = 16       // kMaxSlots
-	bulkMinRow     = 16 << 10 // rows of fewer bytes stay on the register path
-	bulkMinBytes   = 2 << 20  // and so do inputs of fewer bytes: launch latency rules there
-	bulkTarget     = 64 << 10 // the largest chunk a cluster is widened to avoid: three blocks share an SM
-	bulkMinChunk   = 16 << 10 // the smallest chunk a cluster is widened to when rows are few
-	bulkWideElems  = 16384    // and the fewest elements a chunk keeps in a cluster over 8 blocks
-	bulkPiece      = 32 << 10 // bytes per bulk copy (and slot) of chunks up to bulkTarget
-	bulkBigPieces  = 8        // pieces of a larger chunk
-	bulkThreads    = 512      // the launch bound of softmax_bulk, and the block of a chunk over bulkTarget
-	bulkMaxThreads = 256      // the most threads of a block with a smaller chunk
+	bulkHead       = 1024      // shared bytes before the ring: mbarriers and merge scratch (kBulkHead)
+	maxSlots       = 28        // kMaxSlots
+	bulkMinRow     = 16 << 10  // rows of fewer bytes stay on the register path
+	bulkMinBytes   = 2 << 20   // and so do inputs of fewer bytes: launch latency rules there
+	bulkTarget     = 128 << 10 // many rows: the largest chunk a cluster is widened to avoid
+	smallChunk     = 64 << 10  // many rows: chunks up to this take a cluster per row, larger ones a resident wave
+	smallPiece     = 16 << 10  // bytes per bulk copy (and slot) of chunks up to smallChunk
+	bigPiece       = 32 << 10  // and of larger chunks
+	fewTarget      = 64 << 10  // few rows: the largest chunk a cluster is widened to avoid
+	fewBigPieces   = 8         // few rows: pieces of a chunk over fewTarget
+	smallThreads   = 256       // the most consumer threads of a chunk up to 64 KiB
+	bulkMinChunk   = 16 << 10  // the smallest chunk a cluster is widened to when rows are few
+	bulkWideElems  = 16384     // and the fewest elements a chunk keeps in a cluster over 8 blocks
+	bulkThreads    = 512       // the most consumer threads of a block (the producer warp comes on top)
 	bulkMinThreads = 128
 	bulkVecsPerThr = 8 // vectors of its chunk a thread handles, before the block grows
 	maxBulkCluster = 16
 	smReserve      = 1 << 10 // shared memory the driver reserves per block
-	threadsPerSM   = 2048
 )
 
 // pickBulk chooses a softmax_bulk launch where the device has bulk copies
 // (Hopper and later), every row of x and y starts 16-byte aligned (vec is a
 // whole 16 bytes), rows are a whole number of vectors, at least bulkMinRow
 // bytes long and bulkMinBytes in all, and a chunk fits a block's shared
-// memory. A row that fits one block goes without a cluster when there are
-// rows for every SM; otherwise the cluster is the fewest blocks (a power of
-// two, at most the portable 8) whose chunks stay within bulkTarget, widened
-// (up to 16 blocks on Hopper) while the rows are too few to give every SM a
-// block (beyond 8 blocks only while each keeps bulkWideElems elements).
-// Where blocks are alone on their SM and the rows fill more than one wave,
-// or three share an SM and the rows fill four, a cluster walks two rows, so
-// that the second streams in behind the first.
-// (Measured on an H200: see BenchmarkConfigs.)
+// memory. Measured on an H200 (BenchmarkConfigs; µs, one run):
+//
+// Many rows (at least one per SM) take the fewest blocks a row (a power of
+// two, at most the portable 8) whose chunks stay within bulkTarget. Chunks
+// over smallChunk take one wave of resident clusters (waveGrid) of one block
+// an SM, 512 consumer threads, 32 KiB pieces, and a ring that fills the SM's
+// shared memory, so that the next row streams in while one is merged and
+// written: 256×262144 f32 158.0 (8 blocks a row; 183.7 before, with a
+// cluster per two rows and as many pieces as slots), 256×131072 bf16 45.3
+// (2 blocks), 256×262144 bf16 88.0 (4 blocks), 256×32768 f32 22.3 (1
+// block). 16 KiB pieces ran those at 162.1, 50.1, 100.0 and 23.1, 8 KiB ones
+// slower still (216.4 for 256×262144 f32 in 6-block clusters): a piece's
+// copy, not its bytes, seems to be what is limited in flight. Clusters of 3,
+// 5 or 6 blocks lost: only 39, 22 and 17 fit at once (117, 110, 102 SMs),
+// where 2 fill all 132 SMs and 4 or 8 fill 120 (256×131072 f32: 87.2 with
+// 3 blocks a row, 80.0 with 4). Smaller chunks take a cluster per row and
+// many blocks an SM, whose hardware scheduling beat resident blocks walking
+// rows: 16384×8192 bf16 134.3 (16 KiB chunks; 155.9 with six resident blocks
+// an SM), 256×32768 bf16 16.7 (16 KiB pieces; 17.1 with 32 KiB).
+//
+// Fewer rows take a cluster each. Where a cluster of 1 or 2 blocks fits and
+// gives every SM at most one block and most SMs one, that cluster takes
+// it (64×151936 bf16: 19.7 with 2 blocks a row, 22.5 with 8, 24.9 with 4,
+// whose 256 blocks load some SMs twice); otherwise the fewest blocks (a
+// power of two) whose chunks stay within fewTarget, widened (up to 16 blocks
+// on Hopper) while the rows leave SMs idle (beyond 8 blocks only while each
+// keeps bulkWideElems elements): 16×262144 f32 18.8 (16 blocks a row; 20.3
+// before), 16×262144 bf16 14.3 (16.2 before).
 func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
 	size := dt.Size()
 	if p.Major < 9 || vec*size != 16 || n%vec != 0 || n*size < bulkMinRow || int64(m)*int64(n*size) < bulkMinBytes {
@@ -192,63 +216,91 @@ func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
 	}
 	vecs, sms := n/vec, max(p.SMs, 1)
 	chunk := func(cl int) int { return intmath.CeilDiv(vecs, cl) * 16 } // bytes
-	cl, target := 1, min(bulkTarget, maxChunk(p))
-	if m < sms || chunk(1) > maxChunk(p) {
-		for cl < maxCluster && chunk(cl) > target {
+	threads := func(cl, most int) int {
+		return min(max(intmath.RoundUp(intmath.CeilDiv(chunk(cl)/16, bulkVecsPerThr), 32), bulkMinThreads), most)
+	}
+	if m >= sms {
+		cl := 1
+		for cl < maxCluster && chunk(cl) > min(bulkTarget, maxChunk(p, 1)) {
 			cl *= 2
 		}
-		widest := maxCluster
-		if p.Major == 9 {
-			widest = maxBulkCluster // non-portable, but every Hopper part runs it
+		switch {
+		case chunk(cl) > maxChunk(p, 1):
+			return config{}, false
+		case chunk(cl) <= smallChunk:
+			return bulkConfig(p, m, n, dt, cl, intmath.CeilDiv(chunk(cl), smallPiece), 0, threads(cl, smallThreads), 1), true
 		}
-		for cl < widest && m*cl < sms && chunk(2*cl) >= bulkMinChunk && (cl < maxCluster || chunk(2*cl)/size >= bulkWideElems) {
-			cl *= 2
+		c := bulkConfig(p, m, n, dt, cl, intmath.CeilDiv(chunk(cl), bigPiece), 0, bulkThreads, 0)
+		return withRing(p, c, 1), true
+	}
+	for cl := 1; cl <= 2; cl++ {
+		if chunk(cl) <= maxChunk(p, 1) && m*cl <= sms && 2*m*cl > sms {
+			return bulkConfig(p, m, n, dt, cl, max(1, chunk(cl)/bigPiece), 0, threads(cl, bulkThreads), 1), true
 		}
 	}
-	if chunk(cl) > maxChunk(p) {
+	cl, target := 1, min(fewTarget, maxChunk(p, 1))
+	for cl < maxCluster && chunk(cl) > target {
+		cl *= 2
+	}
+	widest := maxCluster
+	if p.Major == 9 {
+		widest = maxBulkCluster // non-portable, but every Hopper part runs it
+	}
+	for cl < widest && m*cl < sms && chunk(2*cl) >= bulkMinChunk && (cl < maxCluster || chunk(2*cl)/size >= bulkWideElems) {
+		cl *= 2
+	}
+	if chunk(cl) > maxChunk(p, 1) {
 		return config{}, false
 	}
-	pieces := intmath.CeilDiv(chunk(cl), bulkPiece)
-	threads := min(max(intmath.RoundUp(intmath.CeilDiv(chunk(cl)/16, bulkVecsPerThr), 32), bulkMinThreads), bulkMaxThreads)
-	if chunk(cl) > bulkTarget {
-		pieces, threads = bulkBigPieces, bulkThreads
+	if chunk(cl) > fewTarget {
+		return bulkConfig(p, m, n, dt, cl, fewBigPieces, 0, bulkThreads, 1), true
 	}
-	c := bulkConfig(p, m, n, dt, cl, pieces, 0, threads, 1)
-	per := bulkBlocksPerSM(p, c)
-	if clusters := max(1, sms*per/cl); per == 1 && m > clusters || per <= 3 && m >= 4*clusters {
-		c = bulkConfig(p, m, n, dt, cl, pieces, 0, threads, 2)
-	}
-	return c, true
+	return bulkConfig(p, m, n, dt, cl, intmath.CeilDiv(chunk(cl), bigPiece), 0, threads(cl, smallThreads), 1), true
 }
 
-// maxChunk is the largest chunk (bytes) a bulk block may hold on p.
-func maxChunk(p cuda.Props) int {
-	return min(p.SharedPerBlockOptin, p.SharedPerSM-smReserve) - bulkHead
+// maxChunk is the largest ring (bytes) a bulk block may hold on p when
+// perSM of them share an SM.
+func maxChunk(p cuda.Props, perSM int) int {
+	return min(p.SharedPerBlockOptin, p.SharedPerSM/max(perSM, 1)-smReserve) - bulkHead
 }
 
-// bulkBlocksPerSM is how many blocks of c share an SM, by shared memory and
-// threads.
-func bulkBlocksPerSM(p cuda.Props, c config) int {
-	return max(1, min(p.SharedPerSM/(c.Smem+smReserve), threadsPerSM/c.Block, 32))
+// withRing gives c's blocks as many slots (at most maxSlots) as fit when
+// perSM of them share an SM, and never fewer than a chunk's pieces.
+func withRing(p cuda.Props, c config, perSM int) config {
+	pieces := intmath.CeilDiv(c.Chunk/c.Vec, c.Piece)
+	c.Slots = max(pieces, min(maxSlots, maxChunk(p, perSM)/(c.Piece*16)))
+	c.Smem = bulkHead + c.Slots*c.Piece*16
+	return c
 }
 
 // bulkConfig is the softmax_bulk launch with cl blocks per row, each
 // splitting its chunk into pieces copies, with slots slots in its ring (at
 // least the pieces of a chunk; 0: just those), threads threads, and each
-// cluster walking rowsPer rows.
+// cluster walking rowsPer rows (0: one wave of clusters, see waveGrid).
 func bulkConfig(p cuda.Props, m, n int, dt tensor.DType, cl, pieces, slots, threads, rowsPer int) config {
 	vec := 16 / dt.Size()
-	c := config{spec: spec{DType: dt, Vec: vec, NVec: 1, MaxT: bulkThreads, Bulk: true}}
+	c := config{spec: spec{DType: dt, Vec: vec, NVec: 1, MaxT: bulkThreads + 32, Bulk: true}}
 	c.Cluster = cl
 	c.Chunk = intmath.CeilDiv(n/vec, cl) * vec
-	pieces = max(1, min(pieces, c.Chunk/vec))
+	pieces = max(1, min(pieces, c.Chunk/vec, maxSlots))
 	c.Piece = intmath.CeilDiv(c.Chunk/vec, pieces)
 	pieces = intmath.CeilDiv(c.Chunk/vec, c.Piece)
-	c.Slots = max(pieces, min(slots, maxSlots)) // a row's pieces are all resident while it is reduced
-	c.Block = min(threads, bulkThreads, max(p.MaxThreadsPerBlock, 32)&^31)
+	c.Slots = max(pieces, min(slots, maxSlots))                                  // a row's pieces are all resident while it is reduced
+	c.Block = min(threads, c.MaxT-32, max(p.MaxThreadsPerBlock-32, 32)&^31) + 32 // and the producer warp
+	c.Resident = rowsPer <= 0
 	c.Grid = min(intmath.CeilDiv(m, max(rowsPer, 1)), math.MaxInt32/cl) * cl // clusters walk the rows past the grid
 	c.Smem = bulkHead + c.Slots*c.Piece*16
 	return c
+}
+
+// waveGrid is the grid of a Resident bulk config for m rows when clusters
+// clusters of cl blocks fit the GPU at once: each cluster walks
+// ceil(m/clusters) rows, and there are just enough clusters for that, so
+// that no cluster of the wave idles at the end while others walk one row
+// more than it.
+func waveGrid(m, cl, clusters int) int {
+	rowsPer := intmath.CeilDiv(m, max(clusters, 1))
+	return min(intmath.CeilDiv(m, rowsPer), math.MaxInt32/cl) * cl
 }
 
 // launchBound rounds a block size up to one of the few launch bounds the

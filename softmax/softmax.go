@@ -24,7 +24,9 @@
 // shared memory of their block or cluster (up to 16 blocks) with bulk
 // asynchronous copies, reduced there and written from there: x is read
 // once at any length that fits the cluster's shared memory (about 1.8 MB a
-// row on an H200). Elsewhere, while a row's share fits the registers of its block (up
+// row on an H200). With many long rows, one wave of resident clusters (as
+// many as the driver says fit at once) walks them, each loading its next
+// rows while it writes one. Elsewhere, while a row's share fits the registers of its block (up
 // to 131,072 bf16 or 65,536 f32 elements over a cluster), x is read once;
 // longer rows take two passes, the second mostly served from L2. Without
 // clusters, blocks are persistent and load their next rows while reducing
@@ -127,20 +129,27 @@ func launch(s *cuda.Stream, y, x *tensor.Tensor, scale float32) error {
 }
 
 type occKey struct {
-	fn          *cuda.Function
-	block, smem int
+	fn                   *cuda.Function
+	block, smem, cluster int
 }
 
-// occ caches blocks per SM by function and launch shape.
+// occ caches occupancy by function and launch shape.
 var occ sync.Map
 
-// occupancy returns how many blocks of fn fit on one SM at once.
-func occupancy(fn *cuda.Function, block, smem int) (int, error) {
-	k := occKey{fn, block, smem}
+// occupancy returns how many blocks of fn fit on one SM at once (cluster
+// 0), or how many clusters of cluster blocks fit the GPU at once.
+func occupancy(fn *cuda.Function, block, smem, cluster int) (int, error) {
+	k := occKey{fn, block, smem, cluster}
 	if v, ok := occ.Load(k); ok {
 		return v.(int), nil
 	}
-	n, err := fn.MaxActiveBlocksPerSM(block, smem)
+	var n int
+	var err error
+	if cluster == 0 {
+		n, err = fn.MaxActiveBlocksPerSM(block, smem)
+	} else {
+		n, err = fn.MaxActiveClusters(cuda.LaunchConfig{Grid: cuda.D1(cluster), Block: cuda.D1(block), Shared: smem, Cluster: cuda.D1(cluster)})
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -162,9 +171,16 @@ func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
 		if err := prepareBulk(fn, dev.Props(), c); err != nil {
 			return err
 		}
+		if c.Resident {
+			w, err := wave(fn, dev.Props(), c)
+			if err != nil {
+				return err
+			}
+			c.Grid = min(c.Grid, waveGrid(m, c.Cluster, w))
+		}
 	}
 	if c.Prefetch {
-		occ, err := occupancy(fn, c.Block, c.Smem)
+		occ, err := occupancy(fn, c.Block, c.Smem, 0)
 		if err != nil {
 			return err
 		}
@@ -190,6 +206,18 @@ type bulkKey struct {
 // bulkShared holds, per function, the dynamic shared memory limit set so far
 // (and, under cl = true, whether clusters over 8 blocks were allowed).
 var bulkShared sync.Map
+
+// wave is how many clusters of the bulk config c fit the GPU at once (blocks
+// when c has no cluster). A cluster's blocks share a GPC, so this can be
+// fewer than the SMs' room over the cluster size: only the driver knows.
+func wave(fn *cuda.Function, p cuda.Props, c config) (int, error) {
+	if c.Cluster <= 1 {
+		n, err := occupancy(fn, c.Block, c.Smem, 0)
+		return max(1, n*p.SMs), err
+	}
+	n, err := occupancy(fn, c.Block, c.Smem, c.Cluster)
+	return max(1, n), err
+}
 
 // prepareBulk raises fn's shared memory limit to c.Smem, and allows its
 // cluster when it is over the portable 8 blocks, once per function.

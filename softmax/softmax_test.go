@@ -255,7 +255,7 @@ func checkBulk(t *testing.T, p cuda.Props, m, n int, c config, fail func(string,
 	if c.Piece < 1 || c.Slots > maxSlots || c.Slots*c.Piece*c.Vec < c.Chunk || c.Smem != bulkHead+c.Slots*c.Piece*16 {
 		fail("the ring does not hold a chunk, or has too many slots")
 	}
-	if c.Block < 32 || c.Block%32 != 0 || c.Block > c.MaxT || c.MaxT != bulkThreads || c.Block > p.MaxThreadsPerBlock {
+	if c.Block < 64 || c.Block%32 != 0 || c.Block > c.MaxT || c.MaxT != bulkThreads+32 || c.Block > p.MaxThreadsPerBlock {
 		fail("bad block size")
 	}
 }
@@ -306,35 +306,58 @@ func TestPickConfig(t *testing.T) {
 }
 
 // TestPickBulk checks the bulk picks for the benchmark shapes on an H200,
-// as measured best there (BenchmarkConfigs).
+// as measured best there (BenchmarkConfigs). Block counts the producer warp.
 func TestPickBulk(t *testing.T) {
 	for _, c := range []struct {
 		m, n                       int
 		dt                         tensor.DType
 		bulk                       bool
 		cl, piece, slots, block, g int
+		resident                   bool
 	}{
-		{4096, 4096, tensor.BF16, false, 0, 0, 0, 0, 0},          // 8 KiB rows: registers
-		{16, 32768, tensor.BF16, false, 0, 0, 0, 0, 0},           // 1 MiB in all: registers
-		{16384, 8192, tensor.BF16, true, 1, 1024, 1, 128, 16384}, // many short chunks
-		{256, 32768, tensor.F32, true, 1, 1024, 8, 512, 128},     // a row fits a block; two rows each
-		{256, 32768, tensor.BF16, true, 1, 2048, 2, 256, 256},
-		{256, 131072, tensor.F32, true, 8, 2048, 2, 256, 1024}, // two rows a cluster
-		{256, 262144, tensor.F32, true, 8, 1024, 8, 512, 1024},
-		{256, 131072, tensor.BF16, true, 4, 2048, 2, 256, 1024},
-		{256, 262144, tensor.BF16, true, 8, 2048, 2, 256, 1024},
-		{64, 151936, tensor.BF16, true, 8, 1187, 2, 256, 512},
-		{16, 32768, tensor.F32, true, 8, 1024, 1, 128, 128},
-		{16, 131072, tensor.F32, true, 8, 2048, 2, 256, 128},  // 8192 elements a block: no wider
-		{16, 262144, tensor.F32, true, 16, 2048, 2, 256, 256}, // few rows: 16 blocks a row
-		{16, 262144, tensor.BF16, true, 16, 2048, 1, 256, 256},
+		{4096, 4096, tensor.BF16, false, 0, 0, 0, 0, 0, false},          // 8 KiB rows: registers
+		{16, 32768, tensor.BF16, false, 0, 0, 0, 0, 0, false},           // 1 MiB in all: registers
+		{16384, 8192, tensor.BF16, true, 1, 1024, 1, 160, 16384, false}, // small chunks: a block per row
+		{256, 32768, tensor.BF16, true, 1, 1024, 4, 288, 256, false},    // 64 KiB chunks, 16 KiB pieces
+		{256, 32768, tensor.F32, true, 1, 2048, 7, 544, 256, true},      // a resident wave, 32 KiB pieces
+		{256, 131072, tensor.F32, true, 4, 2048, 7, 544, 1024, true},    // 128 KiB chunks
+		{256, 262144, tensor.F32, true, 8, 2048, 7, 544, 2048, true},
+		{256, 131072, tensor.BF16, true, 2, 2048, 7, 544, 512, true},
+		{256, 262144, tensor.BF16, true, 4, 2048, 7, 544, 1024, true},
+		{64, 151936, tensor.BF16, true, 2, 2374, 4, 544, 128, false}, // one 2-block cluster a row fills the SMs
+		{128, 8192, tensor.BF16, true, 1, 1024, 1, 160, 128, false},  // and so does one block a row
+		{16, 32768, tensor.F32, true, 8, 1024, 1, 160, 128, false},   // few rows: widened clusters
+		{16, 131072, tensor.F32, true, 8, 2048, 2, 288, 128, false},  // 8192 elements a block: no wider
+		{16, 262144, tensor.F32, true, 16, 2048, 2, 288, 256, false}, // 16 blocks a row
+		{16, 131072, tensor.BF16, true, 8, 2048, 1, 288, 128, false},
+		{16, 262144, tensor.BF16, true, 16, 2048, 1, 288, 256, false},
 	} {
 		got := pickConfig(h200, c.m, c.n, c.dt, 16/c.dt.Size())
 		checkInvariants(t, h200, c.m, c.n, got)
-		if got.Bulk != c.bulk || c.bulk && (got.Cluster != c.cl || got.Piece != c.piece || got.Slots != c.slots || got.Block != c.block || got.Grid != c.g) {
-			t.Errorf("%dx%d %s: got bulk %v cluster %d piece %d slots %d block %d grid %d, want %v %d %d %d %d %d",
-				c.m, c.n, c.dt, got.Bulk, got.Cluster, got.Piece, got.Slots, got.Block, got.Grid,
-				c.bulk, c.cl, c.piece, c.slots, c.block, c.g)
+		if got.Bulk != c.bulk || c.bulk && (got.Cluster != c.cl || got.Piece != c.piece || got.Slots != c.slots || got.Block != c.block ||
+			got.Grid != c.g || got.Resident != c.resident) {
+			t.Errorf("%dx%d %s: got bulk %v cluster %d piece %d slots %d block %d grid %d resident %v, want %v %d %d %d %d %d %v",
+				c.m, c.n, c.dt, got.Bulk, got.Cluster, got.Piece, got.Slots, got.Block, got.Grid, got.Resident,
+				c.bulk, c.cl, c.piece, c.slots, c.block, c.g, c.resident)
+		}
+	}
+}
+
+// TestWaveGrid checks the resident grid: every cluster of the wave walks
+// the same number of rows but the last, and no more clusters than that
+// needs.
+func TestWaveGrid(t *testing.T) {
+	for _, c := range []struct{ m, cl, clusters, want int }{
+		{256, 8, 15, 15 * 8}, // 18 rows each: 14 clusters take 18, the last 4
+		{256, 2, 66, 64 * 2}, // 4 rows each
+		{256, 1, 132, 128},   // 2 rows each
+		{100, 4, 30, 25 * 4}, // 4 rows each
+		{16, 8, 45, 16 * 8},  // a row each
+		{5, 1, 0, 1},         // no occupancy known: one cluster walks every row
+		{7, 3, 1000, 7 * 3},
+	} {
+		if got := waveGrid(c.m, c.cl, c.clusters); got != c.want {
+			t.Errorf("waveGrid(%d, %d, %d) = %d, want %d", c.m, c.cl, c.clusters, got, c.want)
 		}
 	}
 }
@@ -370,6 +393,9 @@ func TestPickBulkLimits(t *testing.T) {
 		{tight, 256, 65536, tensor.F32, 4, true, 8},
 		{noOptin, 256, 65536, tensor.F32, 4, true, 8},
 		{noOptin, 256, 131072, tensor.F32, 4, false, 0},
+		{lean, 256, 65536, tensor.F32, 4, true, 4},   // 64 KiB chunks where 128 KiB ones do not fit
+		{lean, 64, 151936, tensor.BF16, 8, true, 8},  // 2-block clusters do not fit: widened ones
+		{tight, 16, 262144, tensor.F32, 4, false, 0}, // 16-block clusters do not fit either
 	} {
 		got, ok := pickBulk(c.p, c.m, c.n, c.dt, c.vec)
 		if ok != c.bulk || ok && got.Cluster != c.cluster {
@@ -525,8 +551,8 @@ func TestRegisterPath(t *testing.T) {
 
 // TestBulkVariants runs softmax_bulk configs the picker may not choose on
 // this GPU (clusters of 16, uneven pieces, rings deeper than a chunk, rows
-// walked by a cluster, strides, in place, special values) against the
-// reference.
+// walked by a cluster, one wave of resident clusters, strides, in place,
+// special values) against the reference.
 func TestBulkVariants(t *testing.T) {
 	dev := gputest.Device(t)
 	p := dev.Props()
@@ -554,6 +580,16 @@ func TestBulkVariants(t *testing.T) {
 		{tensor.BF16, 9, 16384, 16392, 16400, 2, 4, 5, 128, 2, false, false},
 		{tensor.F16, 9, 16384, 16392, 16400, 4, 2, 0, 128, 1, false, false},
 		{tensor.BF16, 40, 65536, 0, 0, 8, 2, 3, 256, 3, false, true},
+		// One wave of resident clusters, each walking several rows (unevenly
+		// where the wave does not divide them), with rings deeper than a row.
+		{tensor.F32, 40, 100000, 0, 0, 8, 4, 12, 256, 0, false, false},
+		{tensor.F32, 300, 8192, 0, 0, 1, 2, 12, 64, 0, false, false},
+		{tensor.BF16, 300, 16384, 16392, 16400, 1, 4, 10, 128, 0, false, true},
+		{tensor.F32, 64, 32768, 0, 0, 2, 8, 20, 256, 0, true, false},
+		{tensor.BF16, 50, 65536, 0, 0, 16, 2, 8, 128, 0, false, true},
+		{tensor.F16, 33, 20000, 0, 0, 4, 3, 7, 96, 0, false, false},
+		{tensor.BF16, 24, 131072, 0, 0, 3, 8, 20, 512, 0, false, true},
+		{tensor.F32, 40, 65536, 0, 0, 6, 5, 11, 480, 0, false, false},
 	} {
 		name := fmt.Sprintf("%s %dx%d ld %d/%d cl %d pieces %d slots %d threads %d rows %d inplace %v special %v",
 			c.dt, c.m, c.n, c.ldx, c.ldy, c.cl, c.pieces, c.slots, c.threads, c.rowsPer, c.inPlace, c.special)
@@ -618,9 +654,13 @@ func runConfig(t *testing.T, dev *cuda.Device, name string, seed uint64, rng *ra
 // BenchmarkConfigs times alternative configs of the benchmark shapes beside
 // the picker's own, to tune the picker: lanes and block sizes for short
 // rows; for longer rows the register path against softmax_bulk with other
-// clusters, pieces, block sizes, rows per cluster and bulk stores. Each
-// shape first logs the bandwidth of a copy of its bytes, the ceiling of a
-// single launch of that size.
+// clusters, pieces, rings, block sizes and rows per cluster (a fixed number,
+// or one wave of resident clusters). Each shape first logs the bandwidth of
+// a copy of its bytes, the ceiling of a single launch of that size; each
+// resident variant names its wave (clusters at once) and the clusters it
+// launches. Bulk variants name their consumer threads (the producer warp
+// comes on top). Each variant measures itself once: run with -test.run XXX
+// -test.bench Configs -test.benchtime 1x.
 func BenchmarkConfigs(b *testing.B) {
 	dev := gputest.Device(b)
 	p := dev.Props()
@@ -648,8 +688,17 @@ func BenchmarkConfigs(b *testing.B) {
 		*c = pickRegister(p, m, n, c.DType, 16/c.DType.Size())
 	}}
 	B := func(cl, pieces, slots, threads, rowsPer int) variant {
-		return variant{fmt.Sprintf("bulk cluster %d pieces %d slots %d block %d rows %d", cl, pieces, slots, threads, rowsPer),
+		return variant{fmt.Sprintf("bulk cluster %d pieces %d slots %d threads %d rows %d", cl, pieces, slots, threads, rowsPer),
 			func(c *config, m, n int) { *c = bulkConfig(p, m, n, c.DType, cl, pieces, slots, threads, rowsPer) }}
+	}
+	// W: one wave of resident clusters of cl blocks, pieces of kb KiB, and
+	// rings that fill the SM's shared memory with perSM blocks.
+	W := func(cl, kb, perSM, threads int) variant {
+		return variant{fmt.Sprintf("wave cluster %d piece %dK perSM %d threads %d", cl, kb, perSM, threads),
+			func(c *config, m, n int) {
+				chunk := intmath.CeilDiv(n/c.Vec, cl) * 16
+				*c = withRing(p, bulkConfig(p, m, n, c.DType, cl, intmath.CeilDiv(chunk, kb<<10), 0, threads, 0), perSM)
+			}}
 	}
 	for _, s := range []struct {
 		shape    benchShape
@@ -657,20 +706,30 @@ func BenchmarkConfigs(b *testing.B) {
 	}{
 		{benchShape{tensor.BF16, 65536, 128}, []variant{keep, short(8, 2, 128), short(16, 1, 256)}},
 		{benchShape{tensor.BF16, 4096, 4096}, []variant{keep, rowBlock(1, 2, 512, true), B(1, 1, 0, 128, 1)}},
-		{benchShape{tensor.BF16, 16384, 8192}, []variant{keep, reg, rowBlock(1, 4, 256, true), B(1, 2, 0, 128, 1), B(1, 1, 0, 128, 2)}},
-		{benchShape{tensor.F32, 256, 32768}, []variant{keep, reg, B(2, 2, 0, 256, 1), B(1, 4, 7, 256, 2), B(1, 8, 0, 512, 2), B(1, 4, 0, 256, 1)}},
-		{benchShape{tensor.BF16, 256, 32768}, []variant{keep, reg, B(1, 4, 0, 512, 1), B(2, 2, 0, 256, 1)}},
-		{benchShape{tensor.F32, 256, 131072}, []variant{keep, reg, B(8, 2, 0, 256, 1), B(8, 2, 0, 256, 3), B(8, 4, 0, 512, 2)}},
-		{benchShape{tensor.F32, 256, 262144}, []variant{keep, reg, B(8, 8, 0, 512, 1), B(8, 4, 0, 512, 2), B(8, 8, 0, 512, 4), B(8, 8, 12, 512, 2), B(16, 2, 0, 256, 1), B(16, 4, 0, 256, 2)}},
-		{benchShape{tensor.BF16, 256, 131072}, []variant{keep, reg, B(8, 1, 0, 256, 1), B(8, 2, 0, 256, 1), B(4, 2, 0, 256, 2), B(4, 4, 0, 512, 1)}},
-		{benchShape{tensor.BF16, 256, 262144}, []variant{keep, reg, B(8, 4, 0, 512, 2), B(8, 2, 0, 256, 1), B(8, 2, 0, 256, 3), B(8, 2, 3, 256, 2)}},
-		{benchShape{tensor.BF16, 64, 151936}, []variant{keep, reg, B(8, 1, 0, 256, 1), B(8, 2, 0, 320, 1)}},
-		{benchShape{tensor.F32, 16, 262144}, []variant{keep, reg, B(16, 4, 0, 128, 1), B(8, 8, 0, 512, 1)}},
-		{benchShape{tensor.F32, 16, 131072}, []variant{keep, reg, B(8, 2, 0, 256, 1)}},
-		{benchShape{tensor.F32, 16, 32768}, []variant{keep, reg, B(16, 1, 0, 128, 1)}},
-		{benchShape{tensor.BF16, 16, 32768}, []variant{keep, B(8, 1, 0, 128, 1)}},
-		{benchShape{tensor.BF16, 16, 131072}, []variant{keep, reg, B(8, 2, 0, 256, 1)}},
-		{benchShape{tensor.BF16, 16, 262144}, []variant{keep, reg, B(8, 2, 0, 256, 1)}},
+		{benchShape{tensor.F32, 256, 262144}, []variant{keep, reg, B(8, 8, 0, 512, 2), W(8, 16, 1, 512), W(8, 32, 1, 512), W(8, 16, 1, 384),
+			W(6, 16, 1, 512), W(6, 32, 1, 512), W(6, 16, 1, 256), W(6, 8, 1, 512), W(5, 16, 1, 512), W(12, 16, 2, 256), W(16, 16, 2, 256)}},
+		{benchShape{tensor.F32, 256, 131072}, []variant{keep, reg, B(8, 2, 0, 256, 2), W(8, 16, 2, 256), W(4, 16, 1, 512), W(4, 32, 1, 512),
+			W(3, 16, 1, 512), W(3, 32, 1, 512), W(3, 16, 1, 256), W(3, 8, 1, 512), W(6, 16, 2, 256), W(6, 32, 2, 256), W(6, 16, 2, 480)}},
+		{benchShape{tensor.F32, 256, 32768}, []variant{keep, reg, B(1, 8, 0, 512, 2), W(1, 16, 1, 512), W(1, 32, 1, 512), W(1, 16, 1, 256),
+			W(2, 16, 2, 256), W(2, 16, 2, 480), W(2, 32, 2, 256)}},
+		{benchShape{tensor.BF16, 256, 262144}, []variant{keep, reg, B(8, 2, 0, 256, 2), W(8, 16, 2, 256), W(4, 16, 1, 512), W(4, 32, 1, 512),
+			W(3, 16, 1, 512), W(3, 32, 1, 512), W(3, 16, 1, 256), W(3, 8, 1, 512), W(6, 16, 2, 256), W(6, 32, 2, 256), W(6, 16, 2, 480)}},
+		{benchShape{tensor.BF16, 256, 131072}, []variant{keep, reg, B(4, 2, 0, 256, 1), W(2, 16, 1, 512), W(2, 32, 1, 512), W(2, 16, 1, 256),
+			W(2, 16, 1, 384), W(4, 16, 2, 256), W(4, 16, 1, 512), W(3, 16, 2, 256), W(3, 16, 2, 480)}},
+		{benchShape{tensor.BF16, 256, 32768}, []variant{keep, reg, B(1, 2, 0, 256, 1), B(1, 4, 0, 256, 1), W(1, 16, 1, 512), W(1, 16, 2, 256),
+			W(1, 32, 2, 256), W(1, 16, 3, 256), W(1, 32, 3, 256), W(1, 16, 2, 480), W(2, 16, 2, 256)}},
+		{benchShape{tensor.BF16, 64, 151936}, []variant{keep, reg, B(8, 1, 0, 256, 1), B(8, 2, 0, 256, 1), B(4, 2, 0, 512, 1), B(4, 4, 0, 512, 1),
+			B(2, 4, 0, 512, 1), B(2, 8, 0, 512, 1), B(3, 4, 0, 512, 1), B(16, 1, 0, 128, 1), B(16, 2, 0, 128, 1), B(6, 2, 0, 256, 1)}},
+		{benchShape{tensor.BF16, 16384, 8192}, []variant{keep, reg, rowBlock(1, 4, 256, true), B(1, 1, 0, 128, 1), B(1, 1, 0, 96, 1),
+			B(1, 1, 0, 64, 1), B(1, 2, 0, 128, 1), W(1, 16, 4, 128), W(1, 16, 6, 128),
+			W(1, 16, 8, 96), W(1, 16, 2, 256), W(1, 16, 1, 512)}},
+		{benchShape{tensor.F32, 16, 262144}, []variant{keep, reg, B(16, 2, 0, 256, 1), B(16, 1, 0, 256, 1), B(16, 2, 0, 128, 1), B(16, 4, 0, 256, 1),
+			B(8, 4, 0, 512, 1)}},
+		{benchShape{tensor.F32, 16, 131072}, []variant{keep, reg, B(8, 2, 0, 256, 1), B(8, 1, 0, 256, 1), B(16, 2, 0, 128, 1), B(8, 4, 0, 256, 1)}},
+		{benchShape{tensor.F32, 16, 32768}, []variant{keep, reg, B(8, 1, 0, 128, 1), B(16, 1, 0, 64, 1)}},
+		{benchShape{tensor.BF16, 16, 32768}, []variant{keep}},
+		{benchShape{tensor.BF16, 16, 131072}, []variant{keep, reg, B(8, 2, 0, 256, 1), B(8, 1, 0, 256, 1), B(16, 1, 0, 128, 1)}},
+		{benchShape{tensor.BF16, 16, 262144}, []variant{keep, reg, B(16, 2, 0, 256, 1), B(16, 1, 0, 256, 1), B(16, 2, 0, 128, 1)}},
 	} {
 		if gbs, err := bench.CopyAt(dev, s.shape.bench().Bytes); err == nil {
 			fmt.Printf("%s: a copy of the same bytes: %.0f GB/s\n", s.shape.bench().Name, gbs)
@@ -679,6 +738,25 @@ func BenchmarkConfigs(b *testing.B) {
 		for _, v := range s.variants {
 			c := base
 			v.edit(&c, s.shape.M, s.shape.N)
+			name := v.name
+			if c.Bulk && (c.Smem > p.SharedPerBlockOptin || c.Smem+smReserve > p.SharedPerSM || c.Slots > maxSlots) {
+				fmt.Printf("%s/%s: does not fit, skipped\n", s.shape.bench().Name, name)
+				continue
+			}
+			if c.Bulk && c.Resident {
+				fn, err := kernels.Get(dev, c.spec)
+				if err == nil {
+					err = prepareBulk(fn, p, c)
+				}
+				w := 0
+				if err == nil {
+					w, err = wave(fn, p, c)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				name += fmt.Sprintf(" wave %d launches %d", w, waveGrid(s.shape.M, c.Cluster, w)/c.Cluster)
+			}
 			bb := s.shape.bench()
 			bb.Torch = nil
 			bb.New = func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
@@ -691,7 +769,7 @@ func BenchmarkConfigs(b *testing.B) {
 					Free: func() { x.Free(); y.Free() },
 				}, nil
 			}
-			b.Run(fmt.Sprintf("%s/%s", bb.Name, v.name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/%s", bb.Name, name), func(b *testing.B) {
 				r, err := bench.Measure(dev, bb, bench.Options{})
 				if err != nil {
 					b.Fatal(err)
