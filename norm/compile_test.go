@@ -1,11 +1,9 @@
 package norm
 
 import (
-	"os"
-	"runtime"
-	"sync"
 	"testing"
 
+	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/jit"
 )
 
@@ -20,26 +18,19 @@ var variants = []kernelKey{
 	{op: opL2Backward},
 }
 
-// TestKernelsCompile compiles, with NVRTC alone (no GPU needed), every
-// specialization the picker yields for a spread of row lengths, for the
-// architecture named by KITTENS_NVRTC_ARCH (e.g. sm_90a; sm_90 for an older
-// NVRTC), and logs any that keeps a stack frame (spills). Skipped when the
-// variable is unset: it is a development check that finds compile errors
-// before a GPU run.
+// TestKernelsCompile compiles, with NVRTC alone, every specialization the
+// picker yields for a spread of row lengths, with both looped flavours and
+// both row loops (see gputest.CompileAll).
 func TestKernelsCompile(t *testing.T) {
-	arch := os.Getenv("KITTENS_NVRTC_ARCH")
-	if arch == "" {
-		t.Skip("set KITTENS_NVRTC_ARCH (e.g. sm_90a) to compile every specialization with NVRTC")
-	}
 	keys := map[kernelKey]bool{}
 	for _, v := range variants {
 		for _, dt := range activationDTypes {
 			for _, n := range []int{1, 16, 64, 128, 1000, 2048, 2880, 4097, 7168, 16384, 65536} {
 				for _, vector := range []bool{false, true} {
 					c := pickConfig(propsH100, rowShape{rows: 4096, n: n, elemSize: dt.Size(), heldFP32: v.add == addFP32,
-						cachesTwo: v.op == opL2Backward, twoPass: v.op == opLayer, vector: vector})
+						cachesTwo: v.op == opL2Backward, twoPass: v.op == opLayer, fused: v.add != addNone, vector: vector})
 					k := v
-					k.dtype, k.vec, k.perThread, k.group, k.bound, k.prefetch, k.looped, k.cache = dt, c.vec, c.perThread, c.group, c.bound, c.prefetch, c.looped, c.cache
+					k.dtype, k.vec, k.perThread, k.group, k.bound, k.prefetch, k.looped, k.cache, k.reload = dt, c.vec, c.perThread, c.group, c.bound, c.prefetch, c.looped, c.cache, c.reload
 					keys[k] = true
 					k.cache = !k.cache && k.looped // both looped flavours
 					keys[k] = true
@@ -49,28 +40,9 @@ func TestKernelsCompile(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d specializations", len(keys))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.NumCPU())
+	kernels := make([]jit.Kernel, 0, len(keys))
 	for k := range keys {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			kern := k.kernel()
-			bin, err := jit.Compile(arch, kern)
-			if err != nil {
-				t.Errorf("%v: %v", kern, err)
-				return
-			}
-			regs, frame, err := jit.Resources(bin)
-			if err != nil {
-				t.Errorf("%v: %v", kern, err)
-			} else if frame > 0 {
-				t.Logf("%v: %d registers and a %d-byte stack frame", kern, regs, frame)
-			}
-		}()
+		kernels = append(kernels, k.kernel())
 	}
-	wg.Wait()
+	gputest.CompileAll(t, kernels)
 }

@@ -12,6 +12,7 @@ type rowShape struct {
 	heldFP32  bool // the normalized value is an fp32 sum (the pad kernel's add)
 	cachesTwo bool // the looped path also caches a second row (y, for L2 backward)
 	twoPass   bool // two reductions per row (LayerNorm)
+	fused     bool // a residual is added: two rows read and two written
 	vector    bool // every row start is 16-byte aligned: 16-byte accesses
 }
 
@@ -43,6 +44,7 @@ type config struct {
 	cache     bool // looped rows parked in shared memory
 	shared    int  // dynamic shared memory bytes
 	waves     bool // one block per row: the grid is not lowered to one resident wave
+	reload    bool // norm_rows loads weights and biases for each row where they are used, not once into registers
 }
 
 // Tuning constants of the picker. A register-resident row keeps at most
@@ -51,17 +53,18 @@ type config struct {
 // thread made LayerNorm spill under the 128-register cap); rows of up to
 // subWarpAccesses accesses (1024 bf16 elements) go to sub-warp groups so that
 // no barrier is needed. residentThreads is what one SM keeps resident.
+// LayerNorm rows of up to layerStrideAccesses accesses (4 Ki bf16) take a
+// resident, row-striding grid; longer ones a block per row.
 const (
-	subWarpAccesses  = 128
-	subWarpBlock     = 256
-	subWarpWaveBlock = 128
-	twoPassThreads   = 256
-	maxPerThread     = 4
-	maxBlockThreads  = 512
-	loopedThreads    = 512
-	latencyThreads   = 512
-	residentThreads  = 2048
-	staticSharedUsed = 256 // norm.cu's static shared memory (block_sum scratch), rounded up
+	subWarpAccesses     = 128
+	layerStrideAccesses = 512
+	subWarpBlock        = 128
+	maxPerThread        = 4
+	maxBlockThreads     = 512
+	loopedThreads       = 512
+	latencyThreads      = 512
+	residentThreads     = 2048
+	staticSharedUsed    = 1024 // norm.cu's static shared memory (the largest Scratch: LayerNorm's)
 )
 
 // pickConfig chooses the path and launch shape for a row shape on a device.
@@ -81,46 +84,56 @@ func pickConfig(p cuda.Props, s rowShape) config {
 	sms := max(p.SMs, 1)
 	switch {
 	case accesses <= subWarpAccesses:
-		// Several rows per warp: each thread holds up to 4 accesses; the group
-		// is the power of two that covers the row.
+		// Several rows per warp: each thread holds up to 4 accesses (one for
+		// every 8 of the row); the group is the power of two that covers the
+		// row. Blocks of 128 threads, a block for every 128/group rows, except
+		// that LayerNorm of one row read keeps a resident grid that strides
+		// over the rows and prefetches the next (its two reductions are a
+		// longer wait). On an H200: l2norm 262144x128 bf16 36.7 µs against
+		// 40.6 for the striding grid, rmsnorm 65536x128 13.3 against 13.6,
+		// fused_add_rmsnorm 21.7 against 22.1; layernorm 65536x128 13.95
+		// µs striding against 15.10 in waves and 14.46 with 256-thread
+		// blocks.
+		//
+		// LayerNorm holds as few accesses per thread as a group of 32 lanes
+		// allows where the rows are fused (two rows read: 65536x128 21.57
+		// µs against 21.89 with two) or too few to fill the SMs (128x128:
+		// 4.58 µs against 4.83).
 		c.perThread = 1
 		for _, pt := range []int{2, 4} {
 			if pt <= accesses/8 {
 				c.perThread = pt
 			}
 		}
-		// LayerNorm keeps a resident grid of 256-thread blocks that strides
-		// over the rows and prefetches the next; the one-reduction ops launch
-		// a 128-thread block for every 128/group rows instead: on an H200,
-		// l2norm 262144x128 bf16 36.7 µs against 40.6, rmsnorm 65536x128
-		// 13.3 against 13.6, fused_add_rmsnorm 21.7 against 22.1.
+		if s.twoPass && (s.fused || intmath.CeilDiv(s.rows*intmath.NextPow2(accesses), subWarpBlock) <= sms) {
+			c.perThread = 1
+			for intmath.CeilDiv(accesses, c.perThread) > 32 {
+				c.perThread *= 2
+			}
+		}
 		c.group = intmath.NextPow2(intmath.CeilDiv(accesses, c.perThread))
 		c.threads, c.bound = subWarpBlock, subWarpBlock
-		if !s.twoPass {
-			c.threads, c.bound, c.waves = subWarpWaveBlock, subWarpWaveBlock, true
-		}
+		c.waves = !s.twoPass || s.fused
 		rowsPerBlock := c.threads / c.group
 		c.grid = intmath.CeilDiv(s.rows, rowsPerBlock)
 		if !c.waves {
 			c.grid = min(c.grid, sms*residentThreads/c.threads)
 			c.prefetch = s.rows > c.grid*rowsPerBlock
 		}
-	case accesses <= maxPerThread*maxBlockThreads && s.twoPass:
-		// LayerNorm's two reductions per row prefer a resident grid that
-		// strides over the rows and loads the next row during them: on an
-		// H200, 16384x8192 bf16 took 148 µs against 177 µs with a block
-		// per row. Blocks of at most 256 threads (faster barriers), as few
-		// accesses per thread as allow that.
+	case accesses <= layerStrideAccesses && s.twoPass && !s.fused && s.rows > sms:
+		// LayerNorm of one row read, rows of up to 4 Ki bf16: a resident
+		// grid that strides over the rows and loads the next row during this
+		// one's reductions, four accesses per thread (fewest threads to a
+		// row). On an H200, bf16 16384x2048 40.2 µs against 53.8 with one
+		// access a thread and 42.1 with a block per row; 4096x4096 23.8
+		// against 24.7 with a block per row (BenchmarkSweep). The grid is
+		// what the 128-register cap of a 512-thread bound surely keeps
+		// resident (the launcher lowers it further if the kernel needs more),
+		// so that prefetching is on wherever a block meets a second row.
 		c.perThread = maxPerThread
-		for _, pt := range []int{1, 2} {
-			if intmath.CeilDiv(accesses, pt) <= twoPassThreads {
-				c.perThread = pt
-				break
-			}
-		}
-		c.threads = intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32)
+		c.threads = max(intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32), 64)
 		c.bound = maxBlockThreads
-		c.grid = min(s.rows, sms*max(1, residentThreads/c.threads))
+		c.grid = min(s.rows, sms*max(1, maxBlockThreads/c.threads))
 		c.prefetch = s.rows > c.grid
 	case accesses <= maxPerThread*maxBlockThreads:
 		// One block per row, every row its own block: the hardware starts a
@@ -129,7 +142,14 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// thread (fewest threads to a row) measured best on an H200:
 		// rmsnorm 16384x8192 bf16 132 µs against 143 µs for the striding
 		// grid with 512 threads, 16384x4096 68.7 against 76.3 µs
-		// (BenchmarkSweep).
+		// (BenchmarkSweep). LayerNorm's longer rows load the weights and
+		// biases where they are used, so that they hold no registers through
+		// the loads and reductions: layernorm 16384x7168 131.5 µs against
+		// 139.4 for the striding grid (160.0 without the late loads),
+		// 16384x8192 141.9 against 144.5, fused_add_layernorm 16384x8192
+		// 267.0 against 273.3 with two accesses a thread. Fused LayerNorm
+		// of shorter rows holds two accesses a thread instead: 4096x4096
+		// 38.9 µs against 40.1 with four.
 		//
 		// When the rows do not fill the SMs (decode, a handful of tokens) the
 		// time is latency, not bandwidth: the fewest accesses per thread in
@@ -138,8 +158,13 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// 5.15 µs; 1x8192: 4.99 µs with 512 x 2 against 5.15 with 256 x 4
 		// (an empty kernel: 3.30 µs on the same H200).
 		c.perThread = maxPerThread
-		if s.rows <= sms {
+		switch {
+		case s.rows <= sms:
 			c.perThread = min(intmath.CeilDiv(accesses, latencyThreads), maxPerThread)
+		case s.twoPass && accesses <= layerStrideAccesses: // fused: the resident grid took the others
+			c.perThread = 2
+		case s.twoPass:
+			c.reload = true
 		}
 		c.threads = max(intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32), 64)
 		c.bound = c.threads

@@ -27,6 +27,7 @@ type kernelKey struct {
 	prefetch  bool
 	looped    bool
 	cache     bool
+	reload    bool
 }
 
 var cTypes = map[tensor.DType]string{tensor.BF16: "bf16", tensor.F16: "f16", tensor.F32: "float"}
@@ -52,6 +53,7 @@ func (k kernelKey) kernel() jit.Kernel {
 			"DTYPE": cTypes[k.dtype], "KIND": int(k.op), "ADD": int(k.add), "WEIGHT": int(k.weight),
 			"BIAS": b2i(k.bias), "VEC": k.vec, "VPT": max(k.perThread, 1), "GROUP": k.group,
 			"PREFETCH": b2i(k.prefetch), "LOOPED": b2i(k.looped), "CACHE": b2i(k.cache), "THREADS": k.bound,
+			"RELOAD": b2i(k.reload),
 		}),
 	}
 }
@@ -77,12 +79,13 @@ func (j *job) vectorOK() bool {
 
 func (j *job) shape() rowShape {
 	return rowShape{rows: j.rows(), n: j.n(), elemSize: j.x.DType().Size(), heldFP32: j.add == addFP32,
-		cachesTwo: j.op == opL2Backward, twoPass: j.op == opLayer, vector: j.vectorOK()}
+		cachesTwo: j.op == opL2Backward, twoPass: j.op == opLayer, fused: j.add != addNone, vector: j.vectorOK()}
 }
 
 func (j *job) key(c config) kernelKey {
 	return kernelKey{dtype: j.x.DType(), op: j.op, add: j.add, weight: j.weight, bias: j.b != nil, vec: c.vec,
-		perThread: c.perThread, group: c.group, bound: c.bound, prefetch: c.prefetch, looped: c.looped, cache: c.cache}
+		perThread: c.perThread, group: c.group, bound: c.bound, prefetch: c.prefetch, looped: c.looped, cache: c.cache,
+		reload: c.reload}
 }
 
 func ptrOf(t *tensor.Tensor) cuda.DevicePtr {

@@ -14,13 +14,16 @@
 //    block owns one row at a time; each thread keeps VPT accesses of VEC
 //    elements, packed as stored (two 16-bit values to a register) and widened
 //    to fp32 where used. A thread meets the same columns in every row, so its
-//    weights and biases are loaded once, before the first row. With
-//    PREFETCH each row's loads are issued before the previous row is
-//    reduced, so that memory does not wait on reductions (at the cost of a
-//    second row of registers). Statistics reduce with
-//    shuffles (group_sum) or one block_sum. The grid strides over the rows
-//    and is no larger than what is resident at once; loops stay warp-uniform
-//    so that every shuffle sees all 32 lanes.
+//    weights and biases are loaded once, before the first row, or, with
+//    RELOAD, for each row where they are used (a block that serves one row
+//    then holds no registers for them through its loads and reductions, and
+//    more blocks fit on an SM). With PREFETCH each row's loads are issued
+//    before the previous row is reduced, so that memory does not wait on
+//    reductions (at the cost of a second row of registers). Statistics
+//    reduce with shuffles (group_sum) or across the block (block_sum;
+//    LayerNorm with one barrier, see row_stats). The grid strides over the
+//    rows (or, launched in waves, gives each group one row); loops stay
+//    warp-uniform so that every shuffle sees all 32 lanes.
 //  * norm_rows_looped serves rows too long for registers: one block per row
 //    walks the row in strides of the block. With CACHE the first pass parks the
 //    values in shared memory and the later passes read them there; without,
@@ -38,8 +41,9 @@
 // Defines: DTYPE (bf16, f16, float); KIND (0 RMS: rmsnorm and L2 forward,
 // 1 LAYER, 2 L2_BWD); ADD (0 none, 1 sum rounded to DTYPE, 2 sum kept in
 // fp32); WEIGHT (0 none, 1 w, 2 1 + w); BIAS (0, 1); VEC; VPT; GROUP;
-// PREFETCH (norm_rows loads the next row before reducing this one); LOOPED
-// (which entry this build holds); CACHE; THREADS (the block bound).
+// PREFETCH (norm_rows loads the next row before reducing this one); RELOAD
+// (norm_rows loads weights and biases for each row); LOOPED (which entry
+// this build holds); CACHE; THREADS (the block bound).
 #include "kittens.cuh"
 
 #define OP_RMS 0  // values of KIND
@@ -280,34 +284,88 @@ KI void finish(const Held& h, const Access& h2, const Columns& c, const RowStats
   }
 }
 
-// row_sum reduces over the threads that own one row.
-KI float row_sum(float v, float* scratch) {
-#if GROUP > 0
-  return group_sum<GROUP>(v);
+// Scratch is a block's shared memory for its row statistics: block_sum's 32
+// partial sums, or LayerNorm's per-warp statistics (sum, centred squares,
+// mean, element count) in two buffers that consecutive rows alternate, so
+// that a row's writes cannot overtake the previous row's reads without a
+// second barrier: a thread writes buffer b again only after passing the
+// next row's barrier, which every thread reaches after its reads of b.
+struct Scratch {
+#if KIND == OP_LAYER
+  float4 warp[2][32];
 #else
-  return block_sum(v, scratch);
+  float sum[32];
 #endif
+};
+
+// warp_elements counts the row elements of this thread's warp when each lane
+// takes the accesses lane, lane + threads, ... (up to `per` of them): the
+// weight of the warp's statistics in LayerNorm's merge.
+KI int warp_elements(int n, int threads, int per) {
+  const int first = threadIdx.x & ~31;
+  int c = 0;
+  for (int k = 0; k < per; ++k) c += min(max(n - (first + k * threads) * VEC, 0), 32 * VEC);
+  return c;
 }
 
 // row_stats finishes a row's statistics from this thread's first partial
-// sum. The LayerNorm variance needs a second reduction over the centred
-// values; `centred` computes this thread's share (the entry knows where the
-// values are). Sums are divided by denom (N, or 1 for L2Norm's plain sum):
-// a division, not a product with 1/N, keeps the mean of an exactly summed
-// row exact, which matters where a near-constant row divides by sqrt(eps).
+// sum. The LayerNorm variance needs a second pass over the centred values;
+// `centred` computes this thread's share around a given mean (the entry
+// knows where the values are). Sums are divided by denom (N, or 1 for
+// L2Norm's plain sum): a division, not a product with 1/N, keeps the mean of
+// an exactly summed row exact, which matters where a near-constant row
+// divides by sqrt(eps). With GROUP = 0, `parity` picks the LayerNorm buffer
+// and `count` is warp_elements.
 template <class Centred>
-KI RowStats row_stats(float s1, float* scratch, float rin, float eps, float denom, Centred centred) {
+KI RowStats row_stats(float s1, Scratch& sc, int parity, int count, float rin, float eps, float denom,
+                      Centred centred) {
   RowStats st{0.f, 0.f, 0.f};
-  s1 = row_sum(s1, scratch);
+#if KIND == OP_LAYER && GROUP > 0
+  st.mean = group_sum<GROUP>(s1) / denom;
+  st.r = rsqrtf(group_sum<GROUP>(centred(st.mean)) / denom + eps);
+#elif KIND == OP_LAYER
+  // Two passes per warp, one barrier per row: each warp centres its own
+  // elements on its own mean m_w, as the two-pass formula does for the row,
+  // and publishes (sum, M2_w, m_w, c_w); then every warp merges them (Chan
+  // et al.): M2 = sum_w M2_w + sum_w c_w (m_w - mean)^2. Two block-wide
+  // reductions cost four barriers (two with a second buffer), and their
+  // second pass waits for the whole block's mean. Every term of the merge is
+  // non-negative, so nothing cancels; what is left is the rounding of m_w
+  // and mean (a few ulps of the values' offset), which moves the variance
+  // by about eps_f32 * |mean| / sigma / sqrt(c_w) relatively. Simulated in
+  // fp32 against float64, the worst rstd of 300 rows N(1e3, 1) of 1000
+  // elements was off by 2.5e-6 (two block-wide passes: 1e-7), of rows
+  // N(1e4, 1) by 3.5e-5, where the fp32 inputs themselves are only good to
+  // 6e-4 sigma. A constant row stays exact: m_w = mean and M2_w = 0. (One
+  // reduction of the sum and sum of squares around a shift K, the row's
+  // first element, loses (mean - K)^2 / var ulps to cancellation, up to N
+  // when K is an outlier: up to 3e-4 off in the same simulation, where a
+  // third of the rows start with a 50-sigma value.)
+  const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  float4* buf = sc.warp[parity];
+  const float ws = warp_sum(s1);
+  const float wmean = count > 0 ? ws / count : 0.f;
+  const float wm2 = warp_sum(centred(wmean));
+  if (lane == 0) buf[threadIdx.x >> 5] = make_float4(ws, wm2, wmean, (float)count);
+  __syncthreads();
+  // Each warp merges all of them, a warp's statistics to a lane (lane-order
+  // xor sums give every lane and every warp the same bits).
+  const float4 p = lane < nw ? buf[lane] : make_float4(0.f, 0.f, 0.f, 0.f);
+  st.mean = warp_sum(p.x) / denom;
+  const float d = p.z - st.mean;
+  st.r = rsqrtf(warp_sum(fmaf(p.w * d, d, p.y)) / denom + eps);
+#else
+#if GROUP > 0
+  s1 = group_sum<GROUP>(s1);
+#else
+  s1 = block_sum(s1, sc.sum);
+#endif
 #if KIND == OP_RMS
   st.r = rsqrtf(s1 / denom + eps);
-#elif KIND == OP_LAYER
-  st.mean = s1 / denom;
-  const float s2 = row_sum(centred(st.mean), scratch);
-  st.r = rsqrtf(s2 / denom + eps);
 #else
   st.dot = s1;
   st.r = rin;
+#endif
 #endif
   return st;
 }
@@ -324,7 +382,7 @@ KI void write_stats(const RowStats& st, float* rstd_out, float* mean_out, i64 ro
 
 #if !LOOPED
 extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
-  __shared__ float scratch[32];
+  __shared__ Scratch scratch;
   const int accesses = (n + VEC - 1) / VEC;
   // Rows are i64 so that row + step cannot overflow near 2^31 rows.
 #if GROUP > 0
@@ -338,9 +396,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
   i64 row = blockIdx.x, first = row;
   const int step = gridDim.x;
 #endif
+  const int count = warp_elements(n, threads, VPT);
+  int parity = 0;
+#if !RELOAD
   Columns cols[VPT];
 #pragma unroll
   for (int k = 0; k < VPT; ++k) load_columns(w, bias, lane + k * threads, n, cols[k]);
+#endif
 
   // load_row issues the loads of one row (zeros past the end); the loop
   // issues the next row's before it reduces the current one, so that memory
@@ -363,7 +425,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
   load_row(row, cur);
 #endif
 
-  for (; first < rows; row += step, first += step) {
+  for (; first < rows; row += step, first += step, parity ^= 1) {
 #if !PREFETCH
     load_row(row, cur);
 #endif
@@ -396,7 +458,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) launder(h[k]), launder(h2[k]);
-    const RowStats st = row_stats(s1, scratch, rin, eps, denom, [&](float mean) {
+    const RowStats st = row_stats(s1, scratch, parity, count, rin, eps, denom, [&](float mean) {
       float s2 = 0.f;
 #pragma unroll
       for (int k = 0; k < VPT; ++k)
@@ -407,10 +469,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       const int i = lane + k * threads;
-      launder(h[k]), launder(cols[k].w), launder(cols[k].b);
+#if RELOAD
+      Columns ck;
+      load_columns(w, bias, i, n, ck);
+#else
+      Columns& ck = cols[k];
+#endif
+      launder(h[k]), launder(ck.w), launder(ck.b);
       if (live && i < accesses) {
         float o[VEC];
-        finish(h[k], h2[k], cols[k], st, o);
+        finish(h[k], h2[k], ck, st, o);
         store_access(yr, i, n, o);
       }
     }
@@ -424,7 +492,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #else  // LOOPED
 
 extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARAMS) {
-  __shared__ float scratch[32];
+  __shared__ Scratch scratch;
   // The cache: access i of the row at cache_h[i] (and y at cache_y[i] for L2
   // backward). Each thread reads back only what it parked itself.
   extern __shared__ __align__(16) unsigned char cache_bytes[];
@@ -432,7 +500,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARA
   Held* cache_h = reinterpret_cast<Held*>(cache_bytes);
   Access* cache_y = reinterpret_cast<Access*>(cache_h + accesses);
   const int lane = threadIdx.x, threads = blockDim.x;
-  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+  const int count = warp_elements(n, threads, (accesses + threads - 1) / threads);
+  int parity = 0;
+  for (int row = blockIdx.x; row < rows; row += gridDim.x, parity ^= 1) {
     const Elem* xr = x + (i64)row * ldx;
     const Elem* x2r = x2 + (i64)row * ldx2;
     Elem* yr = y + (i64)row * ldy;
@@ -471,7 +541,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARA
 #endif
     }
 
-    const RowStats st = row_stats(s1, scratch, rin, eps, denom, [&](float mean) {
+    const RowStats st = row_stats(s1, scratch, parity, count, rin, eps, denom, [&](float mean) {
       float s2 = 0.f;
       for (int i = lane; i < accesses; i += threads) {
         Held h;

@@ -397,7 +397,8 @@ var commonCases = []caseSpec{
 
 // gridStrideCases have enough rows that the grid strides over them on a
 // 132-SM device (sub-warp, block and looped paths). The row loop is common
-// to every op, so two ops carry them.
+// to every op, so two ops carry them, and LayerNorm, whose block statistics
+// alternate between two buffers from row to row.
 var gridStrideCases = []caseSpec{
 	{rows: 270_001, n: 1, only: tensor.BF16},
 	{rows: 1600, n: 1040, only: tensor.BF16},
@@ -436,7 +437,10 @@ var ops = []*opDef{
 		cases: with(append([]caseSpec{{rows: 64, n: 2880, zeroCentered: true, inPlace: true}}, gridStrideCases...)...)},
 	{name: "layernorm", doc: "y = (x−μ)·rstd·w + b, two-pass statistics; optional mean, rstd",
 		kind: opLayer, weighted: true, bias: true, eps: 1e-5, benches: normShapes,
-		cases: with(caseSpec{rows: 33, n: 1000, mean: 1e3, stats: true}, caseSpec{rows: 3, n: 65536, mean: 1e3})},
+		cases: with(append([]caseSpec{{rows: 33, n: 1000, mean: 1e3, stats: true}, {rows: 3, n: 65536, mean: 1e3},
+			// A block of the striding grid meets three rows or more, so that
+			// each of its two statistics buffers is written again.
+			{rows: 3500, n: 520, only: tensor.F32, stats: true}}, gridStrideCases...)...)},
 	{name: "fused_add_layernorm", doc: "s = x + residual (rounded); residual_out = s; y = LayerNorm(s)",
 		kind: opLayer, fused: true, weighted: true, bias: true, eps: 1e-5,
 		benches: []benchShape{{16384, 128}, {65536, 128}, {4096, 4096}, {16384, 8192}},
