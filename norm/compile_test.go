@@ -20,7 +20,7 @@ var variants = []kernelKey{
 
 // TestKernelsCompile compiles, with NVRTC alone, every specialization the
 // picker yields for a spread of row lengths, with both looped flavours and
-// both row loops (see gputest.CompileAll).
+// every row loop (striding, prefetching, waves; see gputest.CompileAll).
 func TestKernelsCompile(t *testing.T) {
 	keys := map[kernelKey]bool{}
 	for _, v := range variants {
@@ -30,12 +30,18 @@ func TestKernelsCompile(t *testing.T) {
 					c := pickConfig(propsH100, rowShape{rows: 4096, n: n, elemSize: dt.Size(), heldFP32: v.add == addFP32,
 						cachesTwo: v.op == opL2Backward, twoPass: v.op == opLayer, fused: v.add != addNone, vector: vector})
 					k := v
-					k.dtype, k.vec, k.perThread, k.group, k.bound, k.prefetch, k.looped, k.cache, k.reload = dt, c.vec, c.perThread, c.group, c.bound, c.prefetch, c.looped, c.cache, c.reload
+					k.dtype = dt
+					k = k.withConfig(c, n)
 					keys[k] = true
-					k.cache = !k.cache && k.looped // both looped flavours
-					keys[k] = true
-					k.prefetch = !k.prefetch && !k.looped // both row loops
-					keys[k] = true
+					if k.looped {
+						k.cache = !k.cache // both looped flavours
+						keys[k] = true
+						continue
+					}
+					for _, loop := range [][2]bool{{false, false}, {true, false}, {false, true}} {
+						k.prefetch, k.waves = loop[0], loop[1] // every row loop
+						keys[k] = true
+					}
 				}
 			}
 		}

@@ -43,7 +43,7 @@ type config struct {
 	looped    bool // norm_rows_looped: rows longer than registers hold
 	cache     bool // looped rows parked in shared memory
 	shared    int  // dynamic shared memory bytes
-	waves     bool // one block per row: the grid is not lowered to one resident wave
+	waves     bool // a group (or block) per row: the grid covers the rows, is not lowered to one resident wave, and norm_rows serves one row per group
 	reload    bool // norm_rows loads weights and biases for each row where they are used, not once into registers
 }
 
@@ -74,7 +74,15 @@ const (
 // what the compiled kernel's occupancy allows, so that every block of the
 // row-striding grid is resident at once (no second wave), unless the config
 // asks for waves (a block per row or per few rows). Prefetching the next row
-// is on only where the grid strides (a group meets several rows).
+// is on only where the grid strides (a group meets several rows). Waves also
+// compile norm_rows for one row per group (WAVES in norm.cu), which drops
+// the row loop's bookkeeping. With that, whole accesses where N allows
+// (EVEN), the row loaded before the weights and a one-barrier block sum,
+// these latency-bound shapes took on an H200 (kittens bench, before and
+// after in the same run, two runs): rmsnorm 16384x128 bf16 7.33 -> 6.85
+// and 7.14 -> 7.04 µs, 32x7168 5.28 -> 4.86 and 5.15 -> 5.06;
+// fused_add_rmsnorm 16384x128 9.18 -> 9.02 and 9.28 -> 9.02, 1x8192 5.63
+// -> 5.22 and 5.50 -> 5.34.
 func pickConfig(p cuda.Props, s rowShape) config {
 	c := config{vec: 1}
 	if s.vector {
@@ -93,7 +101,10 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// 40.6 for the striding grid, rmsnorm 65536x128 13.3 against 13.6,
 		// fused_add_rmsnorm 21.7 against 22.1; layernorm 65536x128 13.95
 		// µs striding against 15.10 in waves and 14.46 with 256-thread
-		// blocks.
+		// blocks. With one-row (WAVES) kernels the sweep still puts 8 lanes
+		// x 2 accesses in 128-thread blocks first or within noise: rmsnorm
+		// 16384x128 6.82 µs against 6.85-7.42, fused_add_rmsnorm 16384x128
+		// 8.86 against 8.90-9.57.
 		//
 		// LayerNorm holds as few accesses per thread as a group of 32 lanes
 		// allows where the rows are fused (two rows read: 65536x128 21.57

@@ -183,4 +183,7 @@ func checkConfig(t *testing.T, p cuda.Props, s rowShape, c config) {
 	if c.prefetch && c.grid*c.threads/threadsPerRow >= s.rows {
 		fail("prefetch where no group meets a second row")
 	}
+	if c.waves && (c.prefetch || c.grid*c.threads/threadsPerRow < s.rows) {
+		fail("waves whose grid does not give every row its own group")
+	}
 }

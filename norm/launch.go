@@ -21,13 +21,22 @@ type kernelKey struct {
 	weight    weightMode
 	bias      bool
 	vec       int
+	even      bool // N is a multiple of vec > 1: every access is whole
 	perThread int
 	group     int
 	bound     int
 	prefetch  bool
+	waves     bool // norm_rows: each group (or block) serves one row
 	looped    bool
 	cache     bool
 	reload    bool
+}
+
+// withConfig is k specialized for launch configuration c on rows of n.
+func (k kernelKey) withConfig(c config, n int) kernelKey {
+	k.vec, k.even, k.perThread, k.group, k.bound = c.vec, c.vec > 1 && n%c.vec == 0, c.perThread, c.group, c.bound
+	k.prefetch, k.waves, k.looped, k.cache, k.reload = c.prefetch, c.waves && !c.looped, c.looped, c.cache, c.reload
+	return k
 }
 
 var cTypes = map[tensor.DType]string{tensor.BF16: "bf16", tensor.F16: "f16", tensor.F32: "float"}
@@ -51,9 +60,9 @@ func (k kernelKey) kernel() jit.Kernel {
 		Entry:  entry,
 		Defines: jit.Defines(map[string]any{
 			"DTYPE": cTypes[k.dtype], "KIND": int(k.op), "ADD": int(k.add), "WEIGHT": int(k.weight),
-			"BIAS": b2i(k.bias), "VEC": k.vec, "VPT": max(k.perThread, 1), "GROUP": k.group,
-			"PREFETCH": b2i(k.prefetch), "LOOPED": b2i(k.looped), "CACHE": b2i(k.cache), "THREADS": k.bound,
-			"RELOAD": b2i(k.reload),
+			"BIAS": b2i(k.bias), "VEC": k.vec, "EVEN": b2i(k.even), "VPT": max(k.perThread, 1), "GROUP": k.group,
+			"PREFETCH": b2i(k.prefetch), "WAVES": b2i(k.waves), "LOOPED": b2i(k.looped), "CACHE": b2i(k.cache),
+			"THREADS": k.bound, "RELOAD": b2i(k.reload),
 		}),
 	}
 }
@@ -83,9 +92,7 @@ func (j *job) shape() rowShape {
 }
 
 func (j *job) key(c config) kernelKey {
-	return kernelKey{dtype: j.x.DType(), op: j.op, add: j.add, weight: j.weight, bias: j.b != nil, vec: c.vec,
-		perThread: c.perThread, group: c.group, bound: c.bound, prefetch: c.prefetch, looped: c.looped, cache: c.cache,
-		reload: c.reload}
+	return kernelKey{dtype: j.x.DType(), op: j.op, add: j.add, weight: j.weight, bias: j.b != nil}.withConfig(c, j.n())
 }
 
 func ptrOf(t *tensor.Tensor) cuda.DevicePtr {

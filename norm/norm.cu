@@ -20,10 +20,14 @@
 //    more blocks fit on an SM). With PREFETCH each row's loads are issued
 //    before the previous row is reduced, so that memory does not wait on
 //    reductions (at the cost of a second row of registers). Statistics
-//    reduce with shuffles (group_sum) or across the block (block_sum;
-//    LayerNorm with one barrier, see row_stats). The grid strides over the
-//    rows (or, launched in waves, gives each group one row); loops stay
-//    warp-uniform so that every shuffle sees all 32 lanes.
+//    reduce with shuffles (group_sum) or across the block with one barrier
+//    per row (see Scratch and row_stats). The grid strides over the rows,
+//    or, with WAVES, gives each group exactly one row (or none past the
+//    end): then the row loop and its 64-bit bookkeeping compile away and
+//    the row's loads are the first thing the kernel does, which matters
+//    where a row is a few hundred bytes and the kernel a few hundred
+//    instructions a warp. Loops stay warp-uniform so that every shuffle
+//    sees all 32 lanes.
 //  * norm_rows_looped serves rows too long for registers: one block per row
 //    walks the row in strides of the block. With CACHE the first pass parks the
 //    values in shared memory and the later passes read them there; without,
@@ -36,14 +40,16 @@
 //
 // Accesses are 16 bytes (VEC = 16/sizeof(DTYPE)) when every row starts
 // 16-byte aligned, else single elements. Partial accesses at the end of a row
-// fall back to element loads. All arithmetic is fp32.
+// fall back to element loads; with EVEN (N a multiple of VEC) there are none
+// and that code is left out. All arithmetic is fp32.
 //
 // Defines: DTYPE (bf16, f16, float); KIND (0 RMS: rmsnorm and L2 forward,
 // 1 LAYER, 2 L2_BWD); ADD (0 none, 1 sum rounded to DTYPE, 2 sum kept in
-// fp32); WEIGHT (0 none, 1 w, 2 1 + w); BIAS (0, 1); VEC; VPT; GROUP;
-// PREFETCH (norm_rows loads the next row before reducing this one); RELOAD
-// (norm_rows loads weights and biases for each row); LOOPED (which entry
-// this build holds); CACHE; THREADS (the block bound).
+// fp32); WEIGHT (0 none, 1 w, 2 1 + w); BIAS (0, 1); VEC; EVEN (N is a
+// multiple of VEC); VPT; GROUP; PREFETCH (norm_rows loads the next row
+// before reducing this one); WAVES (norm_rows serves one row per group);
+// RELOAD (norm_rows loads weights and biases for each row); LOOPED (which
+// entry this build holds); CACHE; THREADS (the block bound).
 #include "kittens.cuh"
 
 #define OP_RMS 0  // values of KIND
@@ -117,7 +123,7 @@ KI void launder(Held&) {}  // already fp32
 KI void load_access(const Elem* row, int i, int n, Access& a) {
   const int e0 = i * VEC;
   if constexpr (VEC > 1) {
-    if (e0 + VEC <= n) {
+    if (EVEN || e0 + VEC <= n) {
       *reinterpret_cast<uint4*>(a.u) = *reinterpret_cast<const uint4*>(row + e0);
       return;
     }
@@ -133,7 +139,7 @@ KI void load_access(const Elem* row, int i, int n, Access& a) {
 KI void store_access(Elem* row, int i, int n, const float (&f)[VEC]) {
   const int e0 = i * VEC;
   if constexpr (VEC > 1) {
-    if (e0 + VEC <= n) {
+    if (EVEN || e0 + VEC <= n) {
       Pack<Elem> p;
 #pragma unroll
       for (int t = 0; t < VEC; ++t) p.v[t] = from_float<Elem>(f[t]);
@@ -284,9 +290,9 @@ KI void finish(const Held& h, const Access& h2, const Columns& c, const RowStats
   }
 }
 
-// Scratch is a block's shared memory for its row statistics: block_sum's 32
+// Scratch is a block's shared memory for its row statistics: the per-warp
 // partial sums, or LayerNorm's per-warp statistics (sum, centred squares,
-// mean, element count) in two buffers that consecutive rows alternate, so
+// mean, element count), in two buffers that consecutive rows alternate, so
 // that a row's writes cannot overtake the previous row's reads without a
 // second barrier: a thread writes buffer b again only after passing the
 // next row's barrier, which every thread reaches after its reads of b.
@@ -294,9 +300,20 @@ struct Scratch {
 #if KIND == OP_LAYER
   float4 warp[2][32];
 #else
-  float sum[32];
+  float sum[2][32];
 #endif
 };
+
+// block_total is block_sum (the same additions in the same order) with one
+// barrier instead of two: buf is the row's buffer of Scratch::sum. Blocks
+// are whole warps (the picker's sizes are multiples of 32).
+KI float block_total(float v, float* buf) {
+  const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) buf[threadIdx.x >> 5] = v;
+  __syncthreads();
+  return warp_sum(lane < nw ? buf[lane] : 0.f);
+}
 
 // warp_elements counts the row elements of this thread's warp when each lane
 // takes the accesses lane, lane + threads, ... (up to `per` of them): the
@@ -314,7 +331,7 @@ KI int warp_elements(int n, int threads, int per) {
 // knows where the values are). Sums are divided by denom (N, or 1 for
 // L2Norm's plain sum): a division, not a product with 1/N, keeps the mean of
 // an exactly summed row exact, which matters where a near-constant row
-// divides by sqrt(eps). With GROUP = 0, `parity` picks the LayerNorm buffer
+// divides by sqrt(eps). With GROUP = 0, `parity` picks the Scratch buffer
 // and `count` is warp_elements.
 template <class Centred>
 KI RowStats row_stats(float s1, Scratch& sc, int parity, int count, float rin, float eps, float denom,
@@ -358,7 +375,7 @@ KI RowStats row_stats(float s1, Scratch& sc, int parity, int count, float rin, f
 #if GROUP > 0
   s1 = group_sum<GROUP>(s1);
 #else
-  s1 = block_sum(s1, sc.sum);
+  s1 = block_total(s1, sc.sum[parity]);
 #endif
 #if KIND == OP_RMS
   st.r = rsqrtf(s1 / denom + eps);
@@ -398,22 +415,19 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #endif
   const int count = warp_elements(n, threads, VPT);
   int parity = 0;
-#if !RELOAD
-  Columns cols[VPT];
-#pragma unroll
-  for (int k = 0; k < VPT; ++k) load_columns(w, bias, lane + k * threads, n, cols[k]);
-#endif
 
   // load_row issues the loads of one row (zeros past the end); the loop
   // issues the next row's before it reduces the current one, so that memory
-  // stays busy through the reduction.
+  // stays busy through the reduction. A row past the end has pointers too,
+  // never dereferenced: computed once, outside the conditions, they cost a
+  // few instructions instead of a copy in each predicated access.
   auto load_row = [&](i64 rw, Inputs (&in)[VPT]) {
-    const i64 r = rw < rows ? rw : 0;
+    const Elem *xr = x + rw * ldx, *x2r = x2 + rw * ldx2;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       const int i = lane + k * threads;
       if (rw < rows && i < accesses) {
-        load_inputs(x + r * ldx, x2 + r * ldx2, i, n, in[k]);
+        load_inputs(xr, x2r, i, n, in[k]);
       } else {
         in[k].x.zero();
         in[k].x2.zero();
@@ -421,17 +435,23 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
     }
   };
   Inputs cur[VPT];
-#if PREFETCH
-  load_row(row, cur);
+#if PREFETCH || WAVES
+  load_row(row, cur);  // before the columns: the row is what the first reduction waits for
+#endif
+#if !RELOAD
+  Columns cols[VPT];
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) load_columns(w, bias, lane + k * threads, n, cols[k]);
 #endif
 
-  for (; first < rows; row += step, first += step, parity ^= 1) {
-#if !PREFETCH
+  // With WAVES the body runs once, also for a warp whose rows all lie past
+  // the end (its loads and stores are all skipped).
+  for (; WAVES || first < rows; row += step, first += step, parity ^= 1) {
+#if !PREFETCH && !WAVES
     load_row(row, cur);
 #endif
     const bool live = row < rows;
-    const i64 r = live ? row : 0;
-    Elem* yr = y + r * ldy;
+    Elem *yr = y + row * ldy, *ror = res_out + row * ldro;
 #if KIND == OP_L2_BWD
     const float rin = live ? rstd_in[row] : 0.f;
 #else
@@ -450,7 +470,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #if ADD != 0
 #pragma unroll
     for (int k = 0; k < VPT; ++k)
-      if (live && lane + k * threads < accesses) store_held(res_out + r * ldro, lane + k * threads, n, h[k]);
+      if (live && lane + k * threads < accesses) store_held(ror, lane + k * threads, n, h[k]);
 #endif
 #if PREFETCH
     load_row(row + step, cur);  // the next row, in flight during this one's reductions
@@ -486,6 +506,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
       if (n_out > n) zero_pad(yr, lane, threads, n, n_out);
       if (lane == 0) write_stats(st, rstd_out, mean_out, row);
     }
+#if WAVES
+    break;
+#endif
   }
 }
 

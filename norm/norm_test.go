@@ -52,8 +52,8 @@ func prepare(tb testing.TB, dev *cuda.Device, benches bool) {
 		shape := rowShape{rows: rows, n: n, elemSize: dt.Size(), heldFP32: k.add == addFP32, cachesTwo: k.op == opL2Backward,
 			twoPass: k.op == opLayer, vector: stride%vec == 0 && yStride%vec == 0}
 		c := pickConfig(dev.Props(), shape)
-		k.dtype, k.vec, k.perThread, k.group, k.bound, k.prefetch, k.looped, k.cache = dt, c.vec, c.perThread, c.group, c.bound, c.prefetch, c.looped, c.cache
-		keys[k] = true
+		k.dtype = dt
+		keys[k.withConfig(c, n)] = true
 	}
 	for _, d := range ops {
 		if benches {
