@@ -18,13 +18,13 @@ func init() {
 	registry.Register(&registry.Op{
 		Name: "rope_qk", Family: "rope",
 		Doc:     "RoPE on q [T,Hq,D] and k [T,Hk,D] in place, positions + cos/sin cache (vLLM layout)",
-		Checks:  qkChecks(),
+		Checks:  checksOf(qkCases),
 		Benches: qkBenches(),
 	})
 	registry.Register(&registry.Op{
 		Name: "rope_bhsd", Family: "rope",
 		Doc:     "RoPE y = rope(x) on [B,H,S,D] with cos/sin [S,r/2] (the original port's layout)",
-		Checks:  bhsdChecks(),
+		Checks:  checksOf(bhsdCases),
 		Benches: bhsdBenches(),
 	})
 	registry.RegisterTorch("rope", torchSrc)
@@ -131,11 +131,8 @@ func (c qkCase) check(dt, cdt tensor.DType) registry.Check {
 	return registry.Check{
 		Name: fmt.Sprintf("%s %v cache %v", c.name, dt, cdt),
 		Run: func(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
-			r := c.r
-			if r == 0 {
-				r = c.d
-			}
-			o := Options{Style: c.style, RotaryDim: r}
+			o := Options{Style: c.style, RotaryDim: c.r}
+			r := o.rotaryDim(c.d)
 			posDT := c.pos
 			if posDT == tensor.Invalid {
 				posDT = tensor.I64
@@ -168,9 +165,12 @@ func (c qkCase) check(dt, cdt tensor.DType) registry.Check {
 	}
 }
 
-func qkChecks() []registry.Check {
+// checksOf is every case in every (dtype, cache dtype) pair.
+func checksOf[C interface {
+	check(dt, cdt tensor.DType) registry.Check
+}](cases []C) []registry.Check {
 	var out []registry.Check
-	for _, c := range qkCases {
+	for _, c := range cases {
 		for _, p := range dtypePairs {
 			out = append(out, c.check(p[0], p[1]))
 		}
@@ -223,11 +223,8 @@ func (c bhsdCase) check(dt, cdt tensor.DType) registry.Check {
 	return registry.Check{
 		Name: fmt.Sprintf("%s %v cache %v", c.name, dt, cdt),
 		Run: func(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
-			r := c.r
-			if r == 0 {
-				r = c.d
-			}
-			o := Options{Style: c.style, RotaryDim: r}
+			o := Options{Style: c.style, RotaryDim: c.r}
+			r := o.rotaryDim(c.d)
 			x := stridedBHSD(dt, c.b, c.h, c.s, c.d, c.gap, 0)
 			x.FillUniform(rng, -xmax, xmax)
 			cos, sin := cosSinTables(cdt, c.s+c.extraRows, r, c.theta)
@@ -253,14 +250,4 @@ func (c bhsdCase) check(dt, cdt tensor.DType) registry.Check {
 			return check.Run(dev, s)
 		},
 	}
-}
-
-func bhsdChecks() []registry.Check {
-	var out []registry.Check
-	for _, c := range bhsdCases {
-		for _, p := range dtypePairs {
-			out = append(out, c.check(p[0], p[1]))
-		}
-	}
-	return out
 }

@@ -460,43 +460,13 @@ func TestStreamWithoutCluster(t *testing.T) {
 		dt   tensor.DType
 		m, n int
 	}{{tensor.F32, 3, 300001}, {tensor.F32, 3, 300000}, {tensor.BF16, 5, 70000}} {
-		x := tensor.Rand(rng, c.dt, 10, c.m, c.n)
-		want := tensor.New(c.dt, c.m, c.n)
-		reference(want, x, 0.5)
-		xd, err := x.ToDevice(dev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		yd, err := tensor.Empty(dev, c.dt, c.m, c.n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vec := vecWidth(c.dt.Size(), []uint64{uint64(xd.Ptr()), uint64(yd.Ptr())}, []int{c.n, c.n}, c.m)
+		// runConfig's contiguous device tensors start 256-byte aligned.
+		vec := vecWidth(c.dt.Size(), []uint64{0, 0}, []int{c.n, c.n}, c.m)
 		cfg := pickConfig(small, c.m, c.n, c.dt, vec)
 		if cfg.Cluster != 1 || !cfg.Stream {
 			t.Fatalf("config %+v is not the streaming one", cfg)
 		}
-		if err := yd.Poison(); err != nil {
-			t.Fatal(err)
-		}
-		err = run(nil, yd, xd, 0.5, cfg)
-		if err == nil {
-			err = dev.Synchronize()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := yd.ToHost()
-		if err != nil {
-			t.Fatal(err)
-		}
-		xd.Free()
-		yd.Free()
-		if r := check.Compare("y", got.Float64s(), want.Float64s(), tolerance(c.dt)); !r.Pass {
-			t.Errorf("seed %d %s %dx%d: %v", seed, c.dt, c.m, c.n, r)
-		} else {
-			t.Log(c.dt, c.m, c.n, r)
-		}
+		runConfig(t, dev, fmt.Sprintf("%s %dx%d", c.dt, c.m, c.n), seed, rng, c.dt, c.m, c.n, 0, 0, false, false, cfg)
 	}
 }
 
@@ -769,15 +739,7 @@ func BenchmarkConfigs(b *testing.B) {
 					Free: func() { x.Free(); y.Free() },
 				}, nil
 			}
-			b.Run(fmt.Sprintf("%s/%s", bb.Name, name), func(b *testing.B) {
-				r, err := bench.Measure(dev, bb, bench.Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(0, "ns/op")
-				b.ReportMetric(r.MedianUS, "µs")
-				b.ReportMetric(r.GBs, "GB/s")
-			})
+			b.Run(fmt.Sprintf("%s/%s", bb.Name, name), func(b *testing.B) { gputest.Measure(b, dev, bb) })
 		}
 	}
 }

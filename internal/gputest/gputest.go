@@ -76,15 +76,19 @@ func RunBenches(b *testing.B, family string) {
 	dev := Device(b)
 	for _, op := range registry.Family(family) {
 		for _, c := range op.Benches {
-			b.Run(op.Name+"/"+c.Name, func(b *testing.B) {
-				r, err := bench.Measure(dev, c, bench.Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(0, "ns/op")
-				b.ReportMetric(r.MedianUS, "µs")
-				b.ReportMetric(r.GBs, "GB/s")
-			})
+			b.Run(op.Name+"/"+c.Name, func(b *testing.B) { Measure(b, dev, c) })
 		}
 	}
+}
+
+// Measure times one benchmark case with bench.Measure and reports its
+// median µs and GB/s as the benchmark's metrics (b.N is not used).
+func Measure(b *testing.B, dev *cuda.Device, c registry.Bench) {
+	r, err := bench.Measure(dev, c, bench.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(r.MedianUS, "µs")
+	b.ReportMetric(r.GBs, "GB/s")
 }
