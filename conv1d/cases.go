@@ -40,6 +40,8 @@ type testCase struct {
 	noIndices        bool // sequence b uses slot b
 	noBias           bool
 	silu             bool
+	accepted         bool // Update*: NumAcceptedTokens, random in [1, L]
+	circular         bool // Update*: CacheSeqlens, random (one near 2^30)
 	inPlace          bool // Update: out is x; ForwardDense: final states are the initial states
 	denseInit        bool // ForwardDense: initial states given
 	denseFinal       bool // ForwardDense: final states given
@@ -87,7 +89,8 @@ type layout struct {
 	lens                                 []int
 	cu, slots                            []int64
 	init                                 []bool
-	lead                                 []int // leading shape of x
+	modeVals                             []int64 // NumAcceptedTokens or CacheSeqlens; nil: neither
+	lead                                 []int   // leading shape of x
 	varlen, stateful                     bool
 	written                              []bool // token rows the op writes
 	bytes                                int64
@@ -146,6 +149,19 @@ func (c testCase) layout(rng *rand.Rand) *layout {
 	if c.op == opUpdate || c.op == opUpdateSplit || (c.op == opDense && c.denseInit) {
 		for i := range l.init {
 			l.init[i] = true
+		}
+	}
+	if c.accepted || c.circular {
+		l.modeVals = make([]int64, nSeqs)
+		for i := range l.modeVals {
+			if c.accepted {
+				l.modeVals[i] = 1 + rng.Int64N(int64(seqLen))
+			} else {
+				l.modeVals[i] = rng.Int64N(int64(4 * l.stateLen))
+			}
+		}
+		if c.circular {
+			l.modeVals[0] = 1<<30 + rng.Int64N(64)
 		}
 	}
 
@@ -214,7 +230,7 @@ func (c testCase) build(rng *rand.Rand, fill func(*tensor.Tensor, float64)) *bui
 		}
 	}
 
-	iCu, iIdx, iInit, iIn, iOutState := -1, -1, -1, -1, -1
+	iCu, iIdx, iInit, iIn, iOutState, iMode := -1, -1, -1, -1, -1, -1
 	if l.varlen {
 		cu := tensor.New(tensor.I32, nSeqs+1)
 		cu.SetInt64s(l.cu)
@@ -242,6 +258,11 @@ func (c testCase) build(rng *rand.Rand, fill func(*tensor.Tensor, float64)) *bui
 			idx := tensor.New(tensor.I32, nSeqs)
 			idx.SetInt64s(l.slots)
 			iIdx = bd.add("cache_indices", idx)
+		}
+		if l.modeVals != nil {
+			mv := tensor.New(tensor.I32, nSeqs)
+			mv.SetInt64s(l.modeVals)
+			iMode = bd.add(map[bool]string{true: "num_accepted_tokens", false: "cache_seqlens"}[c.accepted], mv)
 		}
 		if l.varlen && c.initShare > 0 {
 			flags := tensor.New(tensor.U8, nSeqs)
@@ -271,10 +292,17 @@ func (c testCase) build(rng *rand.Rand, fill func(*tensor.Tensor, float64)) *bui
 			return ForwardSplit(s, q, k, v, x, w, bias, seqs, o)
 		case opDense:
 			return ForwardDense(s, q, x, w, bias, states, pick(ts, iOutState), o)
-		case opUpdate:
-			return Update(s, q, x, w, bias, states, idx, o)
 		}
-		return UpdateSplit(s, q, k, v, x, w, bias, states, idx, o)
+		st := Decode{ConvStates: states, StateIndices: idx}
+		if c.accepted {
+			st.NumAcceptedTokens = pick(ts, iMode)
+		} else {
+			st.CacheSeqlens = pick(ts, iMode)
+		}
+		if c.op == opUpdate {
+			return Update(s, q, x, w, bias, st, o)
+		}
+		return UpdateSplit(s, q, k, v, x, w, bias, st, o)
 	}
 	return bd
 }

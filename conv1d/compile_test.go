@@ -11,8 +11,9 @@ import (
 
 // TestKernelsCompile compiles, with NVRTC alone, the specializations the
 // picker yields on an H200 for prefill, single- and multi-token decode and
-// in-place decode, in every dtype, width and activation (see
-// gputest.CompileAll).
+// in-place decode (decode in each state mode), in every dtype, width and
+// activation (see gputest.CompileAll). The prefill ring's bulk copies need
+// an NVRTC of version 12 or newer (sm_90a).
 func TestKernelsCompile(t *testing.T) {
 	h200 := cuda.Props{SMs: 132}
 	specs := map[kernelSpec]bool{}
@@ -31,11 +32,17 @@ func TestKernelsCompile(t *testing.T) {
 				if sh.dim%2 != 0 {
 					sh.maxVec = 1
 				}
+				modes := []int{modeShift}
+				if sh.seqLen > 0 {
+					modes = append(modes, modeSpec, modeCircular)
+				}
 				for _, silu := range []bool{false, true} {
-					sp := pickConfig(h200, sh).spec(dt, width, silu)
-					if !specs[sp] {
-						specs[sp] = true
-						kernels = append(kernels, sp.kernel())
+					for _, mode := range modes {
+						sp := pickConfig(h200, sh).spec(dt, width, silu, mode)
+						if !specs[sp] {
+							specs[sp] = true
+							kernels = append(kernels, sp.kernel())
+						}
 					}
 				}
 			}

@@ -21,6 +21,15 @@
 // HINTS (chosen for decode) reads x through the non-coherent path and
 // stores y as streaming.
 //
+// Ring (RING > 0, prefill with 16-byte aligned rows). Instead of register
+// batches, thread 0 bulk-copies (cp.async.bulk) the block's slice of RING
+// rows at a time into a shared-memory ring of STAGES stages, each stage
+// completing on its "full" mbarrier; the threads read their channels from
+// shared memory, and each warp arrives on the stage's "empty" mbarrier when
+// done, after which thread 0 refills it. A 16-token chunk is thus wholly in
+// flight as soon as the block starts, without the registers a batch took
+// (2-3% faster than register batches on the benchmark shapes; NOTES.md).
+//
 // Grid. Channel blocks run along x, fastest, so that the blocks in flight
 // read and write whole rows; slots along y, spilling into z past 65535
 // (slot g = blockIdx.z·gridDim.y + blockIdx.y: no division; the surplus of
@@ -50,13 +59,26 @@
 // rest to out2, each with its own row stride: the plain forms pass split1 =
 // split2 = dim, the split-QKV forms the q/k/v boundaries.
 //
+// Decode modes (MODE). kShift is the rule above. kSpec (speculative
+// decoding, modes[b] = accepted tokens) reads the window at state column
+// accepted-1 and keeps old columns [accepted, accepted + state_len - L)
+// before the new inputs; kCircular (modes[b] = cache seqlen) reads the
+// window just before ring position p = cache_seqlen mod state_len and writes
+// input i at (p + i) mod state_len. Both only change which columns the
+// owner reads and writes; the same ascending order keeps them correct in
+// place (a spec column's source lies to its right, a ring column's source is
+// x).
+//
 // Guards. A sequence whose bounds are outside [0, n_tokens] or whose slot is
 // beyond the pool is skipped and reported in *err (bit 1: slot, bit 2:
-// cu_seqlens), so that unchecked indices never reach memory they do not own.
+// cu_seqlens, bit 4: an accepted count outside [1, L] or a negative cache
+// seqlen), so that unchecked indices never reach memory they do not own.
 #include "kittens.cuh"
+#include "tile.cuh"
 
 typedef DTYPE T;
 constexpr int W = WIDTH;                      // taps
+constexpr int kShift = 0, kSpec = 1, kCircular = 2;  // MODE: the decode state rule
 constexpr int kBytes = VEC * (int)sizeof(T);  // bytes a thread moves per token
 
 template <int B> struct WordOf;
@@ -219,6 +241,10 @@ struct Conv {
   }
 };
 
+KI void mbar_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
 KI Raw zero_raw() {
   Raw r;
   r.w = Word{};
@@ -233,9 +259,26 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     const int* slots, const u8* has_init,
     const T* state_in, long long in_slot_stride, int in_col_stride,
     T* state_out, long long out_slot_stride, int out_col_stride,
-    int n_slots, int state_len, int chunk, int* err) {
+    int n_slots, int state_len, int chunk, const int* modes, int* err) {
   const int g = blockIdx.z * gridDim.y + blockIdx.y;  // slot
   const bool reporter = blockIdx.x == 0 && threadIdx.x == 0 && err != nullptr;
+#if RING
+  // The block's channels start at cb0; pitch is a ring row, row_bytes the
+  // part of it inside dim. The barriers are set up before any thread can
+  // leave: empty[] counts the warps that hold channels.
+  extern __shared__ __align__(128) unsigned char ring[];
+  __shared__ u64 full[STAGES], empty[STAGES];
+  const int cb0 = blockIdx.x * blockDim.x * VEC;
+  const int pitch = blockDim.x * kBytes;
+  const int live = min((int)blockDim.x, (dim - cb0) / VEC);  // threads with channels
+  const int row_bytes = live * kBytes;
+  const int in_warp = live - (int)(threadIdx.x & ~31u);
+  const unsigned warp_mask = in_warp >= 32 ? 0xffffffffu : (1u << in_warp) - 1;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; ++i) mbar_init(&full[i], 1), mbar_init(&empty[i], (live + 31) / 32);
+  }
+  __syncthreads();
+#endif
 
   // Which sequence and which chunk of it this block handles. The index
   // loads that depend only on the sequence are issued together.
@@ -262,6 +305,7 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
   }
   const int slot = slots != nullptr ? slots[b] : b;
   const bool flagged = has_init == nullptr || has_init[b] != 0;
+  const int mv = MODE != kShift ? modes[b] : 0;  // accepted count or cache seqlen
   if (start < 0 || end < start || end > n_tokens) {
     if (reporter && k == 0) atomicOr(err, 2);
     return;
@@ -294,6 +338,10 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     if (reporter && k == 0) atomicOr(err, 1);
     return;
   }
+  if ((MODE == kSpec && (mv < 1 || mv > end - start)) || (MODE == kCircular && mv < 0)) {
+    if (reporter && k == 0) atomicOr(err, 4);
+    return;
+  }
 
   // This thread's output column.
   T* out;
@@ -307,22 +355,58 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
   T* so = owner && state_out != nullptr ? state_out + slot * out_slot_stride + c0 : nullptr;
   const long long len = end - start;
   const int older = state_len - (W - 1);  // state columns before the window
+  // The decode modes. Column j of the new row is entry len + j of
+  // [old row | x]: an input when len + j >= state_len, else old column
+  // old_col(len + j). Spec: the row keeps old columns [accepted,
+  // accepted + state_len - len). Circular: the row is a ring starting at
+  // rpos = (cache_seqlen + len) mod state_len; columns that hold no new
+  // input are left alone.
+  const int rpos = MODE == kCircular ? (int)(((long long)mv + len) % state_len) : 0;
+  auto old_col = [&](long long h) { return MODE == kSpec ? h - len + mv : h; };
+  auto new_col = [&](int j) { return MODE == kCircular ? (rpos + j < state_len ? rpos + j : rpos + j - state_len) : j; };
   if (owner) {
 #pragma unroll
-    for (int m = 0; m < W - 1; ++m) win[m] = init ? ld(si + (long long)(older + m) * in_col_stride) : zero_raw();
+    for (int m = 0; m < W - 1; ++m) {
+      // The window: x~[-(W-1) + m].
+      int c = older + m;
+      if (MODE == kSpec) c = mv - 1 + m;
+      if (MODE == kCircular) c = (int)(((long long)mv + c) % state_len);
+      win[m] = init ? ld(si + (long long)c * in_col_stride) : zero_raw();
+    }
     // Final-state columns older than the last W-1: x~[len - state_len + j].
+    // Written in ascending order: column j's source, old_col(len + j) > j,
+    // has not been overwritten yet.
     if (so != nullptr) {
       for (int j = 0; j < older; ++j) {
         const long long h = len + j;  // index into [old state | x]
+        if (MODE == kCircular && h < state_len) continue;
         Raw v;
         if (h >= state_len) v = ld(xc + (start + h - state_len) * x_stride);
-        else if (init) v = ld(si + h * in_col_stride);
+        else if (init) v = ld(si + old_col(h) * in_col_stride);
         else v = zero_raw();
-        st(so + (long long)j * out_col_stride, v);
+        st(so + (long long)new_col(j) * out_col_stride, v);
       }
     }
   }
 
+#if RING
+  // The ring: thread 0 bulk-copies stage i (RING rows of the block's
+  // channels) into slot i % STAGES, completing on full[slot]; once every
+  // warp has arrived on empty[slot] it refills the slot with stage
+  // i + STAGES. The first STAGES stages are issued before anything loaded
+  // is converted.
+  const int nst = (int)((tend - tbeg + RING - 1) / RING);
+  auto issue = [&](int i) {
+    const int sl = i % STAGES;
+    const long long r0 = tbeg + (long long)i * RING;
+    const int rows = (int)(tend - r0 < RING ? tend - r0 : RING);
+    mbar_expect_tx(&full[sl], (u32)(rows * row_bytes));
+    for (int r = 0; r < rows; ++r)
+      bulk_load(ring + (sl * RING + r) * pitch, x + (r0 + r) * x_stride + cb0, (u32)row_bytes, &full[sl]);
+  };
+  if (threadIdx.x == 0)
+    for (int i = 0; i < STAGES && i < nst; ++i) issue(i);
+#else
   // Batches of UNROLL tokens, each loaded before any of it is computed (the
   // loop is rotated so that the first batch is issued before the
   // conversions below); a one-token loop finishes the chunk.
@@ -333,6 +417,7 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     for (int u = 0; u < UNROLL; ++u) buf[u] = ld_x(xc + (t + u) * x_stride);
   };
   if (t + UNROLL <= tend) load();
+#endif
 
   // fp32 taps and bias, halved when the SiLU takes the half-scale
   // pre-activation, and the window.
@@ -348,6 +433,35 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
 #pragma unroll
   for (int m = 0; m < W - 1; ++m) to_floats(cv.win[m], win[m]);
 
+#if RING
+  const unsigned char* mine = ring + threadIdx.x * kBytes;
+  auto lds = [&](int sl, int r) {
+    Raw v;
+    v.w = *reinterpret_cast<const Word*>(mine + (sl * RING + r) * pitch);
+    return v;
+  };
+  for (int i = 0; i < nst; ++i) {
+    const int sl = i % STAGES;
+    const u32 phase = (i / STAGES) & 1;
+    mbar_wait(&full[sl], phase);
+    const long long r0 = tbeg + (long long)i * RING;
+    if (r0 + RING <= tend) {
+      Raw buf[RING];
+#pragma unroll
+      for (int u = 0; u < RING; ++u) buf[u] = lds(sl, u);
+#pragma unroll
+      for (int u = 0; u < RING; ++u) st_y(out + (r0 + u) * os, cv.step(buf[u]));
+    } else {
+      for (long long t = r0; t < tend; ++t) st_y(out + t * os, cv.step(lds(sl, (int)(t - r0))));
+    }
+    __syncwarp(warp_mask);
+    if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[sl]);
+    if (threadIdx.x == 0 && i + STAGES < nst) {
+      mbar_wait(&empty[sl], phase);
+      issue(i + STAGES);
+    }
+  }
+#else
   while (t + UNROLL <= tend) {
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) st_y(out + (t + u) * os, cv.step(buf[u]));
@@ -355,14 +469,21 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     if (t + UNROLL <= tend) load();
   }
   for (; t < tend; ++t) st_y(out + t * os, cv.step(ld_x(xc + t * x_stride)));
+#endif
 
-  // The last W-1 final-state columns: x~[len-(W-1) .. len-1].
+  // The last W-1 final-state columns: x~[len-(W-1) .. len-1], which the
+  // window holds once it has reached the sequence end. In spec mode, those
+  // that are not inputs (len < W-1) are old columns instead.
   if (so != nullptr) {
-    const bool whole = tend == end;  // the window has reached the sequence end
+    const bool whole = tend == end;
 #pragma unroll
     for (int m = 0; m < W - 1; ++m) {
-      Raw v = whole ? from_floats(cv.win[m]) : ld(xc + (end - (W - 1) + m) * x_stride);
-      st(so + (long long)(older + m) * out_col_stride, v);
+      const bool input = len + m >= W - 1;
+      if (MODE == kCircular && !input) continue;
+      Raw v;
+      if (MODE == kSpec && !input) v = ld(si + old_col(len + older + m) * in_col_stride);
+      else v = whole ? from_floats(cv.win[m]) : ld(xc + (end - (W - 1) + m) * x_stride);
+      st(so + (long long)new_col(older + m) * out_col_stride, v);
     }
   }
 }

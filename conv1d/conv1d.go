@@ -30,7 +30,9 @@
 // the sequence had no initial state). With state_len = W−1, the usual case,
 // this is exactly AITER's, vLLM's and Dao-AILab's behaviour; with a larger
 // buffer it matches Dao-AILab's causal_conv1d_update, whereas vLLM's prefill
-// would use the first W−1 columns.
+// would use the first W−1 columns. A decode step may instead use the
+// speculative-decoding or the circular-buffer rule of spec §4.3 (see
+// Decode).
 //
 // All tensors share the input's dtype: bf16, f16 or f32. Host tensors run
 // the CPU reference; device tensors run the kernel.
@@ -57,13 +59,14 @@ type Options struct {
 
 	// AssumeValidIndices skips the host check of device index tensors.
 	//
-	// By default (false), cu_seqlens and the state indices of device calls
-	// are copied to the host and checked before anything is launched:
-	// cu_seqlens must start at 0, never decrease and end at T, and every
-	// non-negative slot index must lie inside the pool and be used by one
-	// sequence only. The copy is a few hundred bytes but waits for the
-	// stream (typically 10–30 µs plus a host synchronization) and cannot be
-	// captured in a CUDA graph. Hot paths whose indices are known to be
+	// By default (false), cu_seqlens, the state indices and a decode
+	// step's NumAcceptedTokens or CacheSeqlens of device calls are copied
+	// to the host and checked before anything is launched: cu_seqlens must
+	// start at 0, never decrease and end at T, every non-negative slot
+	// index must lie inside the pool and be used by one sequence only, and
+	// the mode entries must be in range (see Decode). The copy is a few
+	// hundred bytes but waits for the stream (typically 10–30 µs plus a
+	// host synchronization) and cannot be captured in a CUDA graph. Hot paths whose indices are known to be
 	// valid set this flag; the kernel then still never touches memory
 	// outside its tensors: a sequence whose bounds or slot are out of range
 	// is skipped (like a pad slot) and reported through ErrorFlag. Host
@@ -71,9 +74,11 @@ type Options struct {
 	AssumeValidIndices bool
 
 	// ErrorFlag, when set, is an int32 [1] tensor on the device where the
-	// kernel ORs 1 when a slot index is beyond the pool and 2 when
-	// cu_seqlens is out of order or inconsistent with T. The caller zeroes
-	// it and reads it when convenient. It is never written by host calls.
+	// kernel ORs 1 when a slot index is beyond the pool, 2 when cu_seqlens
+	// is out of order or inconsistent with T, and 4 when a decode step's
+	// NumAcceptedTokens or CacheSeqlens entry is out of range (that
+	// sequence is skipped). The caller zeroes it and reads it when
+	// convenient. It is never written by host calls.
 	ErrorFlag *tensor.Tensor
 }
 
@@ -155,25 +160,61 @@ func ForwardDense(s *cuda.Stream, y, x, w, bias, initialStates, finalStates *ten
 	return p.finish(vd, s, o)
 }
 
+// Decode is the conv-state side of a decode step (Update, UpdateSplit): the
+// pool of conv states, the slot each sequence uses, and the optional modes
+// of spec §4.3. At most one of NumAcceptedTokens and CacheSeqlens may be
+// set; without either, the row is shifted (the default described in the
+// package comment).
+type Decode struct {
+	// ConvStates [n_slots, state_len, dim], state_len ≥ W−1, the pool of
+	// conv states, read and written in place. Required.
+	ConvStates *tensor.Tensor
+	// StateIndices [B] int32 maps sequence b to its slot. A negative index
+	// is a pad slot: the sequence is skipped entirely (its output rows and
+	// state untouched, its NumAcceptedTokens or CacheSeqlens entry never
+	// read). nil maps sequence b to slot b.
+	StateIndices *tensor.Tensor
+
+	// NumAcceptedTokens [B] int32 selects the speculative-decoding mode of
+	// vLLM's causal_conv1d_update: entry b (1 ≤ accepted ≤ L) is how many
+	// of the previous step's tokens were accepted. The window of the first
+	// new token is state columns [accepted−1, accepted−1+W−1), and the row
+	// becomes its columns [accepted, accepted + state_len − L) followed by
+	// the L new inputs. This needs state_len ≥ W−2+L; vLLM's layout is
+	// state_len = W−2+L exactly (W−1 history columns plus L−1 drafts),
+	// where the row keeps the newest W−2 accepted inputs and the L new ones,
+	// so that the next step finds its window at accepted−1 again. With L =
+	// 1 the only valid count is 1: the window is the oldest W−1 columns.
+	NumAcceptedTokens *tensor.Tensor
+
+	// CacheSeqlens [B] int32, each ≥ 0, selects the circular-buffer mode of
+	// Dao-AILab's and AITER's HIP causal_conv1d_update: the row is a ring
+	// whose next write position is p = CacheSeqlens[b] mod state_len. The
+	// window is columns (p − (W−1) + m) mod state_len, m < W−1, and new
+	// input i is written to column (p + i) mod state_len, in order (when L
+	// > state_len the later inputs overwrite the earlier: the ring keeps
+	// the last state_len). Columns not written keep their values. The
+	// caller advances CacheSeqlens.
+	CacheSeqlens *tensor.Tensor
+}
+
 // Update is the decode conv1d (spec §4.3, causal_conv1d_update): x [B, dim]
 // (one new token per sequence) or [B, L, dim] (L new tokens, e.g. for
 // speculative verification) runs through the window [state ‖ x] of slot
-// stateIndices[b] of convStates [n_slots, state_len, dim]; the state row is
-// then shifted left by L and the new inputs appended. A negative index is a
-// pad slot (skipped; out and state untouched); nil stateIndices maps b to
-// slot b. out has x's shape and may be x itself (in place, as AITER's Triton
-// kernel does), but must not otherwise overlap it. The spec's optional
-// num_accepted_tokens and circular-buffer modes are not implemented.
-func Update(s *cuda.Stream, out, x, w, bias, convStates, stateIndices *tensor.Tensor, o Options) error {
-	return update("conv1d.Update", s, []string{"out"}, []*tensor.Tensor{out}, x, w, bias, convStates, stateIndices, o)
+// st.StateIndices[b] of st.ConvStates; the state row is then shifted left
+// by L and the new inputs appended, or updated as st's optional mode says
+// (see Decode). out has x's shape and may be x itself (in place, as AITER's
+// Triton kernel does), but must not otherwise overlap it.
+func Update(s *cuda.Stream, out, x, w, bias *tensor.Tensor, st Decode, o Options) error {
+	return update("conv1d.Update", s, []string{"out"}, []*tensor.Tensor{out}, x, w, bias, st, o)
 }
 
 // UpdateSplit is Update for the Qwen3-Next GDN front end (spec §4.4,
 // causal_conv1d_update_split_qkv): x [B, dim] or [B, L, dim] with
 // dim = 2·key_dim + value_dim, outputs q and k [B, key_dim] (or
 // [B, L, key_dim]) and v [B, value_dim] (or [B, L, value_dim]).
-func UpdateSplit(s *cuda.Stream, q, k, v, x, w, bias, convStates, stateIndices *tensor.Tensor, o Options) error {
-	return update("conv1d.UpdateSplit", s, []string{"q", "k", "v"}, []*tensor.Tensor{q, k, v}, x, w, bias, convStates, stateIndices, o)
+func UpdateSplit(s *cuda.Stream, q, k, v, x, w, bias *tensor.Tensor, st Decode, o Options) error {
+	return update("conv1d.UpdateSplit", s, []string{"q", "k", "v"}, []*tensor.Tensor{q, k, v}, x, w, bias, st, o)
 }
 
 func argName(t *tensor.Tensor, ifSet, otherwise string) string {
@@ -208,7 +249,7 @@ func forward(op string, s *cuda.Stream, names []string, outs []*tensor.Tensor, x
 	return p.finish(vd, s, o)
 }
 
-func update(op string, s *cuda.Stream, names []string, outs []*tensor.Tensor, x, w, bias, convStates, stateIndices *tensor.Tensor, o Options) error {
+func update(op string, s *cuda.Stream, names []string, outs []*tensor.Tensor, x, w, bias *tensor.Tensor, st Decode, o Options) error {
 	vd := tensor.Validate(op)
 	vd.Tensor("x", x).Rank(2, 3)
 	p := &plan{op: op, silu: o.SiLU, errFlag: o.ErrorFlag}
@@ -224,9 +265,37 @@ func update(op string, s *cuda.Stream, names []string, outs []*tensor.Tensor, x,
 	}
 	p.setCore(vd, x, w, bias, lead)
 	p.setOutputs(vd, names, outs, len(outs) == 1)
-	p.setPool(vd, "convStates", convStates, "stateIndices", stateIndices)
-	p.stateIn, p.stateOut = convStates, convStates
+	p.setPool(vd, "ConvStates", st.ConvStates, "StateIndices", st.StateIndices)
+	p.stateIn, p.stateOut = st.ConvStates, st.ConvStates
+	p.setMode(vd, st)
 	return p.finish(vd, s, o)
+}
+
+// Decode modes: how a decode step reads its window and updates its row.
+const (
+	modeShift    = iota // newest W−1 columns; shift left by L and append
+	modeSpec            // NumAcceptedTokens
+	modeCircular        // CacheSeqlens
+)
+
+// setMode checks the optional mode tensor of a decode step.
+func (p *plan) setMode(vd *tensor.Validator, st Decode) {
+	if vd.Err() != nil {
+		return
+	}
+	switch {
+	case st.NumAcceptedTokens != nil && st.CacheSeqlens != nil:
+		vd.Failf("CacheSeqlens", "is set together with NumAcceptedTokens: the two modes are exclusive")
+	case st.NumAcceptedTokens != nil:
+		p.mode, p.modeIdx, p.modeName = modeSpec, st.NumAcceptedTokens, "NumAcceptedTokens"
+		vd.Check(p.stateLen >= p.width-2+p.seqLen, "ConvStates",
+			"has state_len %d; with NumAcceptedTokens it needs at least W−2+L = %d columns", p.stateLen, p.width-2+p.seqLen)
+	case st.CacheSeqlens != nil:
+		p.mode, p.modeIdx, p.modeName = modeCircular, st.CacheSeqlens, "CacheSeqlens"
+	default:
+		return
+	}
+	vd.Tensor(p.modeName, p.modeIdx).Shape(p.nSeqs).DType(tensor.I32)
 }
 
 // plan is one validated call, in the form both the kernel and the CPU
@@ -253,9 +322,12 @@ type plan struct {
 	inPlace           bool      // outs[0] is x
 	silu              bool
 	errFlag           *tensor.Tensor
+	mode              int            // modeShift, modeSpec or modeCircular (decode only)
+	modeIdx           *tensor.Tensor // [B] int32: NumAcceptedTokens or CacheSeqlens; nil in modeShift
+	modeName          string
 
 	// Host copies of the index tensors, once checked.
-	cuHost, slotHost, initHost []int64
+	cuHost, slotHost, initHost, modeHost []int64
 }
 
 var floatTypes = []tensor.DType{tensor.BF16, tensor.F16, tensor.F32}
@@ -363,9 +435,9 @@ func (p *plan) finish(vd *tensor.Validator, s *cuda.Stream, o Options) error {
 		p.stateLen = p.stateIn.Dim(1)
 	}
 	vd.Optional("ErrorFlag", o.ErrorFlag).Shape(1).DType(tensor.I32)
-	names := []string{"x", "w", "bias", "", "", "", p.stateNames[0], p.stateNames[1], "CuSeqlens", p.slotsName, "HasInitialState", "ErrorFlag"}
+	names := []string{"x", "w", "bias", "", "", "", p.stateNames[0], p.stateNames[1], "CuSeqlens", p.slotsName, "HasInitialState", "ErrorFlag", p.modeName}
 	copy(names[3:6], p.outNames)
-	all := []*tensor.Tensor{p.x, p.w, p.bias, p.outs[0], p.outs[1], p.outs[2], p.stateIn, p.stateOut, p.cu, p.slots, p.hasInit, o.ErrorFlag}
+	all := []*tensor.Tensor{p.x, p.w, p.bias, p.outs[0], p.outs[1], p.outs[2], p.stateIn, p.stateOut, p.cu, p.slots, p.hasInit, o.ErrorFlag, p.modeIdx}
 	vd.SameLocation(names, all...)
 	// Written tensors must be disjoint from everything else, except the
 	// in-place pairs we allow (out = x, state out = state in).
@@ -456,6 +528,21 @@ func (p *plan) checkIndices(s *cuda.Stream) error {
 	}
 	if p.hasInit != nil && !p.x.IsDevice() {
 		p.initHost = p.hasInit.Int64s()
+	}
+	if p.modeIdx != nil {
+		if p.modeHost, err = hostInts(s, p.modeIdx); err != nil {
+			return err
+		}
+		for b, v := range p.modeHost {
+			if p.slotHost != nil && p.slotHost[b] < 0 {
+				continue // a pad slot's entry is never read
+			}
+			if p.mode == modeSpec {
+				vd.Check(v >= 1 && v <= int64(p.seqLen), p.modeName, "entry %d is %d, want 1 ≤ accepted ≤ L = %d", b, v, p.seqLen)
+			} else {
+				vd.Check(v >= 0, p.modeName, "entry %d is %d, want ≥ 0", b, v)
+			}
+		}
 	}
 	return vd.Err()
 }

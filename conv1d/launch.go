@@ -20,6 +20,9 @@ type kernelSpec struct {
 	silu      bool // SiLU epilogue
 	hints     bool // read-once/write-once cache hints on x and y (not in place)
 	minBlocks int  // blocks of 128 threads per SM the registers must allow
+	mode      int  // decode state rule: modeShift, modeSpec or modeCircular
+	ring      int  // rows per bulk-copied stage of x; 0: x through registers
+	stages    int  // ring stages (with ring)
 }
 
 var cTypes = map[tensor.DType]string{tensor.BF16: "bf16", tensor.F16: "f16", tensor.F32: "float"}
@@ -27,7 +30,8 @@ var cTypes = map[tensor.DType]string{tensor.BF16: "bf16", tensor.F16: "f16", ten
 func (k kernelSpec) kernel() jit.Kernel {
 	return jit.Kernel{File: "conv1d/conv1d.cu", Source: kernelSrc, Entry: "conv1d_fwd",
 		Defines: jit.Defines(map[string]any{"DTYPE": cTypes[k.dtype], "WIDTH": k.width, "VEC": k.vec,
-			"UNROLL": k.unroll, "SILU": boolInt(k.silu), "HINTS": boolInt(k.hints), "MINB": k.minBlocks})}
+			"UNROLL": k.unroll, "SILU": boolInt(k.silu), "HINTS": boolInt(k.hints), "MINB": k.minBlocks, "MODE": k.mode,
+			"RING": k.ring, "STAGES": max(k.stages, 1)})}
 }
 
 var kernels = jit.Funcs[kernelSpec]{Kernel: kernelSpec.kernel}
@@ -51,12 +55,18 @@ type config struct {
 	minBlocks int  // register cap: this many blocks of maxBlock threads per SM
 	threads   int  // threads per block (a multiple of 32)
 	chunk     int  // tokens per thread
+	ring      int  // rows per bulk-copied stage of x into shared memory; 0: none
+	stages    int  // stages of the ring
 }
 
 // spec is the kernel specialization c runs.
-func (c config) spec(dt tensor.DType, width int, silu bool) kernelSpec {
-	return kernelSpec{dtype: dt, width: width, vec: c.vec, unroll: c.unroll, silu: silu, hints: c.hints, minBlocks: c.minBlocks}
+func (c config) spec(dt tensor.DType, width int, silu bool, mode int) kernelSpec {
+	return kernelSpec{dtype: dt, width: width, vec: c.vec, unroll: c.unroll, silu: silu, hints: c.hints, minBlocks: c.minBlocks, mode: mode,
+		ring: c.ring, stages: c.stages}
 }
+
+// shared is the dynamic shared memory c needs: the ring.
+func (c config) shared(elemSize int) int { return c.stages * c.ring * c.threads * c.vec * elemSize }
 
 // tune, when set (tuning tests only), replaces the picked configuration.
 var tune func(sh shape, c config) config
@@ -83,6 +93,17 @@ const (
 	// Eight blocks (64 registers) is the most that compiles without
 	// spilling.
 	decodeMinBlocks = 8
+	// Prefill streams x through a shared-memory ring of ringStages stages
+	// of ringRows rows, filled by bulk copies (cp.async.bulk): a chunk of
+	// up to ringChunk tokens is then wholly in flight as soon as the block
+	// starts, and the registers that held a batch of tokens are free.
+	// maxRingBytes keeps six blocks per SM (the register cap's count)
+	// within shared memory. Chunks of 16 beat 24 with the ring (see
+	// NOTES.md).
+	ringRows     = 8
+	ringStages   = 4
+	ringChunk    = 16
+	maxRingBytes = 32 << 10
 )
 
 // grid returns the number of (sequence, chunk) slots and channel blocks.
@@ -102,7 +123,8 @@ func (c config) grid(sh shape) (slots, chanBlocks int) {
 // decode one token per batch under a tighter register cap; the longest
 // chunk up to maxChunk that still gives every SM about eight blocks; then
 // narrower blocks when the grid is small (decode) so that the work spreads
-// over more SMs.
+// over more SMs; and for prefill, where rows are 16-byte aligned, the
+// bulk-copied ring instead of register batches.
 func pickConfig(props cuda.Props, sh shape) config {
 	c := config{vec: min(sh.maxVec, vecChannels), unroll: unrollSteps, minBlocks: minBlocksPerSM, threads: maxBlock, chunk: maxChunk}
 	// Cache hints paid off for decode (about 10% at B = 256); in prefill
@@ -126,6 +148,15 @@ func pickConfig(props cuda.Props, sh shape) config {
 	}
 	for c.threads > 32 && blocks() < 2*sms {
 		c.threads /= 2
+	}
+	// The ring needs 16-byte aligned rows; decode (fewer tokens than a
+	// batch) and in-place calls keep the register path.
+	if !sh.inPlace && (sh.seqLen == 0 || sh.seqLen >= unrollSteps) && sh.maxVec*sh.elemSize == maxVecBytes {
+		r := c
+		r.ring, r.stages, r.chunk = ringRows, ringStages, min(c.chunk, ringChunk)
+		if r.shared(sh.elemSize) <= maxRingBytes {
+			c = r
+		}
 	}
 	return c
 }
@@ -202,7 +233,7 @@ func (p *plan) launch(s *cuda.Stream) error {
 	if tune != nil {
 		c = tune(sh, c)
 	}
-	fn, err := kernels.Get(dev, c.spec(p.x.DType(), p.width, p.silu))
+	fn, err := kernels.Get(dev, c.spec(p.x.DType(), p.width, p.silu, p.mode))
 	if err != nil {
 		return err
 	}
@@ -230,10 +261,11 @@ func (p *plan) launch(s *cuda.Stream) error {
 		Ptr(ptrOf(p.slots)).Ptr(ptrOf(p.hasInit)).
 		Ptr(ptrOf(p.stateIn)).I64(inSlot).I32(inCol).
 		Ptr(ptrOf(p.stateOut)).I64(outSlot).I32(outCol).
-		I32(int32(p.nSlots)).I32(int32(p.stateLen)).I32(int32(c.chunk)).Ptr(ptrOf(p.errFlag))
+		I32(int32(p.nSlots)).I32(int32(p.stateLen)).I32(int32(c.chunk)).Ptr(ptrOf(p.modeIdx)).Ptr(ptrOf(p.errFlag))
 	return fn.Launch(cuda.LaunchConfig{
 		Grid:   gridOf(slots, chanBlocks),
 		Block:  cuda.D1(c.threads),
+		Shared: c.shared(sh.elemSize),
 		Stream: s,
 	}, a)
 }

@@ -17,10 +17,14 @@ func TestPickConfig(t *testing.T) {
 		want  config
 	}{
 		{"prefill 4096x8192 bf16", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8},
-			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4}},
 		{"prefill 32768x8192 bf16", h100, shape{dim: 8192, tokens: 32768, seqs: 1, elemSize: 2, maxVec: 8},
-			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4}},
 		{"prefill on few SMs", small, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4}},
+		{"prefill unaligned rows: registers", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 4},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
+		{"prefill f32: the ring would not fit", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 4, maxVec: 4},
 			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
 		{"decode B1", h100, shape{dim: 8192, tokens: 1, seqs: 1, seqLen: 1, elemSize: 2, maxVec: 8},
 			config{vec: 4, unroll: 1, hints: true, minBlocks: 8, threads: 32, chunk: 8}},
@@ -30,10 +34,14 @@ func TestPickConfig(t *testing.T) {
 			config{vec: 4, unroll: 1, minBlocks: 8, threads: 128, chunk: 1}},
 		{"multi-token decode keeps the batch", h100, shape{dim: 8192, tokens: 1024, seqs: 256, seqLen: 4, elemSize: 2, maxVec: 8},
 			config{vec: 4, unroll: 8, hints: true, minBlocks: 6, threads: 128, chunk: 24}},
+		{"dense batch streams", h100, shape{dim: 8192, tokens: 8192, seqs: 4, seqLen: 2048, elemSize: 2, maxVec: 8},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4}},
 		{"odd dim f32", h100, shape{dim: 37, tokens: 100, seqs: 2, elemSize: 4, maxVec: 1},
 			config{vec: 1, unroll: 8, minBlocks: 6, threads: 32, chunk: 8}},
 		{"f32 packs", small, shape{dim: 1000, tokens: 5000, seqs: 1, elemSize: 4, maxVec: 4},
 			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
+		{"f32 narrow blocks take the ring", h100, shape{dim: 1000, tokens: 40, seqs: 2, elemSize: 4, maxVec: 4},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 32, chunk: 8, ring: 8, stages: 4}},
 		{"in place keeps sequences whole", h100, shape{dim: 64, tokens: 600, seqs: 3, seqLen: 200, elemSize: 2, maxVec: 8, inPlace: true},
 			config{vec: 4, unroll: 8, minBlocks: 6, threads: 32, chunk: 200}},
 	} {
@@ -42,7 +50,8 @@ func TestPickConfig(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
-			if s, ch := got.grid(tc.sh); !gridFits(gridOf(s, ch), s) || got.threads%32 != 0 || got.threads > maxBlock || (!tc.sh.inPlace && got.chunk < MaxWidth-1) {
+			if s, ch := got.grid(tc.sh); !gridFits(gridOf(s, ch), s) || got.threads%32 != 0 || got.threads > maxBlock ||
+				(!tc.sh.inPlace && got.chunk < MaxWidth-1) || got.shared(tc.sh.elemSize) > maxRingBytes {
 				t.Errorf("config %+v breaks a launch limit", got)
 			}
 		})

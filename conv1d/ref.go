@@ -38,6 +38,20 @@ func (p *plan) reference() {
 			continue
 		}
 		init := stIn != nil && (p.initHost == nil || p.initHost[b] != 0)
+		var mv int // the sequence's NumAcceptedTokens or CacheSeqlens entry
+		if p.modeHost != nil {
+			mv = int(p.modeHost[b])
+		}
+		// histCol is the state column that holds x̃[τ], τ < 0, in each mode.
+		histCol := func(tau int) int {
+			switch p.mode {
+			case modeSpec: // the window [accepted−1, accepted−1+W−1) ends at x̃[−1]
+				return mv - 1 + (width - 1) + tau
+			case modeCircular: // the ring's next write position is mv mod sl
+				return ((mv+tau)%sl + sl) % sl
+			}
+			return sl + tau
+		}
 		// xt is x̃[τ] of channel c: the input for τ ≥ 0, the initial state
 		// (or zero) before the sequence.
 		xt := func(tau, c int) float64 {
@@ -45,7 +59,7 @@ func (p *plan) reference() {
 			case tau >= 0:
 				return xs[(start+tau)*dim+c]
 			case init:
-				return stIn[(slot*sl+sl+tau)*dim+c]
+				return stIn[(slot*sl+histCol(tau))*dim+c]
 			}
 			return 0
 		}
@@ -71,9 +85,25 @@ func (p *plan) reference() {
 			}
 		}
 		if stOut != nil {
-			for j := range sl {
-				for c := range dim {
-					stOut[(slot*sl+j)*dim+c] = xt(n-sl+j, c)
+			for c := range dim {
+				row := func(j int) *float64 { return &stOut[(slot*sl+j)*dim+c] }
+				old := func(j int) float64 { return stIn[(slot*sl+j)*dim+c] }
+				switch p.mode {
+				case modeSpec: // columns [accepted, accepted+sl−n) of the old row, then x
+					for j := range sl - n {
+						*row(j) = old(mv + j)
+					}
+					for i := range n {
+						*row(sl - n + i) = xt(i, c)
+					}
+				case modeCircular: // x written in order from the ring position on
+					for i := range n {
+						*row((mv + i) % sl) = xt(i, c)
+					}
+				default: // the last sl entries of [old row ‖ x]
+					for j := range sl {
+						*row(j) = xt(n-sl+j, c)
+					}
 				}
 			}
 		}

@@ -85,7 +85,7 @@ func TestUpdateByHand(t *testing.T) {
 	x := f32s([]int{1, 1}, 4)
 	out := tensor.New(tensor.F32, 1, 1)
 	w := f32s([]int{1, 2}, 10, 100)
-	if err := Update(nil, out, x, w, nil, pool, nil, Options{}); err != nil {
+	if err := Update(nil, out, x, w, nil, Decode{ConvStates: pool}, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if !near(out.Float64s(), []float64{30 + 400}) || !near(pool.Float64s(), []float64{2, 3, 4}) {
@@ -93,11 +93,64 @@ func TestUpdateByHand(t *testing.T) {
 	}
 	// A pad index leaves everything alone.
 	out.SetFloat64s([]float64{-1})
-	if err := Update(nil, out, x, w, nil, pool, i32s(-1), Options{}); err != nil {
+	if err := Update(nil, out, x, w, nil, Decode{ConvStates: pool, StateIndices: i32s(-1)}, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if !near(out.Float64s(), []float64{-1}) || !near(pool.Float64s(), []float64{2, 3, 4}) {
 		t.Errorf("pad: out %v pool %v; want them untouched", out.Float64s(), pool.Float64s())
+	}
+}
+
+// TestUpdateModesByHand: the speculative-decoding and circular-buffer modes
+// on one channel, W = 3, w = [1 10 100] (oldest tap first), no bias.
+func TestUpdateModesByHand(t *testing.T) {
+	w := f32s([]int{1, 3}, 1, 10, 100)
+	for _, tc := range []struct {
+		name            string
+		row, x          []float64
+		accepted, seqln int64 // one of the two is set (> 0 or ≥ 0 with circular)
+		circular        bool
+		wantY, wantRow  []float64
+	}{
+		// state_len = W−2+L = 3. accepted = 1: window columns [0, 2); the
+		// row keeps column [1, 2) and appends x.
+		{"spec accepted 1", []float64{1, 2, 3}, []float64{4, 5}, 1, 0, false,
+			[]float64{1 + 20 + 400, 2 + 40 + 500}, []float64{2, 4, 5}},
+		// accepted = 2: window columns [1, 3); the row keeps column [2, 3).
+		{"spec accepted 2", []float64{1, 2, 3}, []float64{4, 5}, 2, 0, false,
+			[]float64{2 + 30 + 400, 3 + 40 + 500}, []float64{3, 4, 5}},
+		// state_len 4, cache_seqlen 5: ring position 1, window columns
+		// 3, 0; x goes to columns 1, 2, 3.
+		{"circular", []float64{1, 2, 3, 4}, []float64{7, 8, 9}, 0, 5, true,
+			[]float64{4 + 10 + 700, 1 + 70 + 800, 7 + 80 + 900}, []float64{1, 7, 8, 9}},
+		// L = 5 > state_len 4 from position 2: columns 2, 3, 0, 1, 2; the
+		// ring keeps the last four inputs.
+		{"circular wraps", []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8, 9}, 0, 2, true,
+			[]float64{1 + 20 + 500, 2 + 50 + 600, 5 + 60 + 700, 6 + 70 + 800, 7 + 80 + 900}, []float64{7, 8, 9, 6}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, sl := len(tc.x), len(tc.row)
+			pool := f32s([]int{1, sl, 1}, tc.row...)
+			x, out := f32s([]int{1, n, 1}, tc.x...), tensor.New(tensor.F32, 1, n, 1)
+			st := Decode{ConvStates: pool}
+			if tc.circular {
+				st.CacheSeqlens = i32s(tc.seqln)
+			} else {
+				st.NumAcceptedTokens = i32s(tc.accepted)
+			}
+			if err := Update(nil, out, x, w, nil, st, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			if !near(out.Float64s(), tc.wantY) || !near(pool.Float64s(), tc.wantRow) {
+				t.Errorf("out %v row %v; want %v and %v", out.Float64s(), pool.Float64s(), tc.wantY, tc.wantRow)
+			}
+		})
+	}
+	// A pad slot's entry is never read, so it need not be in range.
+	pool := f32s([]int{1, 2, 1}, 1, 2)
+	st := Decode{ConvStates: pool, StateIndices: i32s(-1), NumAcceptedTokens: i32s(0)}
+	if err := Update(nil, tensor.New(tensor.F32, 1, 1), f32s([]int{1, 1}, 3), w, nil, st, Options{}); err != nil {
+		t.Errorf("pad with accepted 0: %v", err)
 	}
 }
 

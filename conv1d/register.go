@@ -24,7 +24,8 @@ const (
 // Parity cases: odd channel counts (the single-channel path), odd lengths,
 // sequences shorter than W−1 and of length 0, pad slots, permuted slots,
 // with and without initial state, wider state buffers, strided rows, every
-// width and dtype.
+// width and dtype, and the decode modes (random accepted counts and ring
+// positions; in place; several chunks per sequence).
 var (
 	forwardChecks = []testCase{
 		{name: "bf16 w4 dim40 mixed lengths", op: opForward, dt: bf16, width: 4, dim: 40,
@@ -43,6 +44,11 @@ var (
 			lens: []int{1, 2, 33}, nSlots: 6, silu: true},
 		{name: "f16 w4 dim48 zero tokens", op: opForward, dt: f16, width: 4, dim: 48,
 			lens: []int{0, 0}, nSlots: 2, initShare: 0.5},
+		// The bulk-copied ring: strided rows, a block with one live thread.
+		{name: "bf16 w4 dim136 strided rows pads", op: opForward, dt: bf16, width: 4, dim: 136,
+			lens: []int{1, 9, 40, 3, 30}, nSlots: 6, pads: []int{2}, initShare: 0.5, silu: true, rowPad: 8},
+		{name: "f16 w2 dim2056 partial block", op: opForward, dt: f16, width: 2, dim: 2056,
+			lens: []int{50, 7}, nSlots: 2, initShare: 0.5, silu: true},
 	}
 	denseChecks = []testCase{
 		{name: "bf16 w4 B3 L77 dim96", op: opDense, dt: bf16, width: 4, dim: 96, batch: 3, seqLen: 77,
@@ -64,6 +70,24 @@ var (
 			noIndices: true, silu: true},
 		{name: "bf16 w4 B3 L200 dim64 multi-chunk", op: opUpdate, dt: bf16, width: 4, dim: 64, batch: 3, seqLen: 200,
 			nSlots: 3, silu: true, noBias: true},
+		// Speculative decoding (NumAcceptedTokens, random in [1, L]).
+		{name: "bf16 w4 B7 L3 dim1000 spec pads", op: opUpdate, dt: bf16, width: 4, dim: 1000, batch: 7, seqLen: 3,
+			nSlots: 12, stateLen: 5, pads: []int{2, 5}, accepted: true, silu: true},
+		{name: "f16 w3 B5 dim37 spec L1 state_len 4", op: opUpdate, dt: f16, width: 3, dim: 37, batch: 5, nSlots: 6,
+			stateLen: 4, accepted: true},
+		{name: "f32 w2 B4 L4 dim64 spec state_len 7 in place", op: opUpdate, dt: f32, width: 2, dim: 64, batch: 4, seqLen: 4,
+			stateLen: 7, noIndices: true, accepted: true, inPlace: true, silu: true},
+		{name: "bf16 w4 B3 L40 dim64 spec multi-chunk", op: opUpdate, dt: bf16, width: 4, dim: 64, batch: 3, seqLen: 40,
+			nSlots: 5, stateLen: 42, accepted: true, silu: true},
+		// Circular buffer (CacheSeqlens, random, one near 2^30).
+		{name: "bf16 w4 B6 dim1000 circular pads", op: opUpdate, dt: bf16, width: 4, dim: 1000, batch: 6, nSlots: 9,
+			stateLen: 5, pads: []int{1}, circular: true, silu: true},
+		{name: "f16 w3 B4 L9 dim40 circular wraps", op: opUpdate, dt: f16, width: 3, dim: 40, batch: 4, seqLen: 9, nSlots: 4,
+			stateLen: 4, circular: true, silu: true},
+		{name: "bf16 w4 B3 L2 dim33 circular state_len 3 in place", op: opUpdate, dt: bf16, width: 4, dim: 33, batch: 3, seqLen: 2,
+			nSlots: 5, stateLen: 3, circular: true, inPlace: true, silu: true},
+		{name: "bf16 w4 B2 L50 dim64 circular multi-chunk", op: opUpdate, dt: bf16, width: 4, dim: 64, batch: 2, seqLen: 50,
+			nSlots: 3, stateLen: 7, circular: true, noBias: true},
 	}
 	forwardSplitChecks = []testCase{
 		{name: "bf16 w4 key64 value128", op: opForwardSplit, dt: bf16, width: 4, keyDim: 64, valueDim: 128,
@@ -76,6 +100,10 @@ var (
 			batch: 6, nSlots: 12, pads: []int{4}, silu: true, noBias: true},
 		{name: "f32 w2 B2 L3 key16 value40", op: opUpdateSplit, dt: f32, width: 2, keyDim: 16, valueDim: 40,
 			batch: 2, seqLen: 3, nSlots: 4, silu: true},
+		{name: "bf16 w4 B6 L4 key128 value256 spec", op: opUpdateSplit, dt: bf16, width: 4, keyDim: 128, valueDim: 256,
+			batch: 6, seqLen: 4, nSlots: 12, stateLen: 6, pads: []int{0}, accepted: true, silu: true, noBias: true},
+		{name: "f32 w2 B3 L3 key16 value40 circular", op: opUpdateSplit, dt: f32, width: 2, keyDim: 16, valueDim: 40,
+			batch: 3, seqLen: 3, nSlots: 3, stateLen: 3, circular: true, silu: true},
 	}
 )
 
@@ -142,7 +170,7 @@ func init() {
 	}{
 		{opForward, "causal_conv1d_fwd", "varlen causal depthwise conv1d with a conv-state pool (prefill)", forwardChecks},
 		{opDense, "causal_conv1d_bias_silu_fwd", "dense-batch causal depthwise conv1d, bias + SiLU, optional initial/final states", denseChecks},
-		{opUpdate, "causal_conv1d_update", "causal depthwise conv1d decode step: window [state ‖ x], state shifted and appended", updateChecks},
+		{opUpdate, "causal_conv1d_update", "causal depthwise conv1d decode step: window [state ‖ x], state shifted and appended (or spec-decoding / circular modes)", updateChecks},
 		{opForwardSplit, "causal_conv1d_fwd_split", "varlen causal conv1d with the output split into q, k, v (Qwen3-Next GDN)", forwardSplitChecks},
 		{opUpdateSplit, "causal_conv1d_update_split_qkv", "causal conv1d decode step with the output split into q, k, v (Qwen3-Next GDN)", updateSplitChecks},
 	} {

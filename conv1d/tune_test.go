@@ -152,16 +152,14 @@ func TestTune(t *testing.T) {
 
 	picked := variant{"picked", func(*config) {}}
 	prefill := []variant{picked,
+		{"registers c24", func(c *config) { c.ring, c.stages, c.chunk = 0, 0, 24 }},
+		{"c24", func(c *config) { c.chunk = 24 }},
+		{"c12", func(c *config) { c.chunk = 12 }},
 		{"64 threads", func(c *config) { c.threads = 64 }},
-		{"chunk 32", func(c *config) { c.chunk = 32 }},
+		{"16x1", func(c *config) { c.ring, c.stages = 16, 1 }},
 		picked,
 	}
-	decode := []variant{picked,
-		{"minBlocks 9", func(c *config) { c.minBlocks = 9 }},
-		{"minBlocks 10", func(c *config) { c.minBlocks = 10 }},
-		{"unroll 8 minBlocks 6", func(c *config) { c.unroll, c.minBlocks = 8, 6 }},
-		picked,
-	}
+	decode := []variant{picked, picked}
 	fwd := func(name string, lens []int, init float64) testCase {
 		return testCase{name: name, op: opForward, dt: bf16, width: 4, dim: qwenDim, lens: lens, nSlots: 2 * len(lens), initShare: init, silu: true}
 	}
@@ -188,20 +186,22 @@ func TestTune(t *testing.T) {
 			msg := ""
 			if tc.c.name != "1x32768" { // 1 GB: verified through the smaller shapes
 				if msg, err = s.verify(dev, o); err != nil {
-					t.Fatalf("%s %s: %v", tc.c.name, v.name, err)
+					t.Errorf("%s %s: %v", tc.c.name, v.name, err)
+					continue
 				}
 			}
 			r, err := s.measure(dev, o)
 			if err != nil {
-				t.Fatalf("%s %s: %v", tc.c.name, v.name, err)
+				t.Errorf("%s %s: %v", tc.c.name, v.name, err)
+				continue
 			}
-			fn, err := kernels.Get(dev, used.spec(bf16, 4, true))
+			fn, err := kernels.Get(dev, used.spec(bf16, 4, true, modeShift))
 			if err != nil {
 				t.Fatal(err)
 			}
 			regs, _ := fn.Attribute(cuda.FuncNumRegs)
 			local, _ := fn.Attribute(cuda.FuncLocalSizeBytes)
-			fmt.Printf("%-8s %-17s %+v regs=%d local=%d  %8.2f µs %5.0f GB/s %5.1f%%  %s\n", tc.c.name, v.name, used, regs, local,
+			fmt.Printf("%-8s %-18s %+v regs=%d local=%d  %8.2f µs %5.0f GB/s %5.1f%%  %s\n", tc.c.name, v.name, used, regs, local,
 				r.MedianUS, r.GBs, 100*r.GBs/gbs, msg)
 		}
 		s.free()

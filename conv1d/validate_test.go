@@ -27,9 +27,10 @@ func i32s(v ...int64) *tensor.Tensor {
 }
 
 var (
-	fwdBase = testCase{op: opForward, dt: bf16, width: 4, dim: 16, lens: []int{3, 5}, nSlots: 4, initShare: 0.5, silu: true}
-	updBase = testCase{op: opUpdate, dt: bf16, width: 4, dim: 16, batch: 3, nSlots: 4, silu: true}
-	splBase = testCase{op: opForwardSplit, dt: bf16, width: 3, keyDim: 4, valueDim: 8, lens: []int{2, 6}, nSlots: 2}
+	fwdBase  = testCase{op: opForward, dt: bf16, width: 4, dim: 16, lens: []int{3, 5}, nSlots: 4, initShare: 0.5, silu: true}
+	updBase  = testCase{op: opUpdate, dt: bf16, width: 4, dim: 16, batch: 3, nSlots: 4, silu: true}
+	specBase = testCase{op: opUpdate, dt: bf16, width: 4, dim: 16, batch: 3, seqLen: 2, nSlots: 4, stateLen: 4, silu: true}
+	splBase  = testCase{op: opForwardSplit, dt: bf16, width: 3, keyDim: 4, valueDim: 8, lens: []int{2, 6}, nSlots: 2}
 )
 
 // TestValidation feeds each op one bad argument at a time and checks that it
@@ -48,7 +49,16 @@ func TestValidation(t *testing.T) {
 			}
 			return b.named(name)
 		}
-		return Update(nil, pick(out, "y"), pick(x, "x"), pick(w, "w"), b.named("bias"), pick(states, "conv_states"), pick(idx, "cache_indices"), Options{})
+		return Update(nil, pick(out, "y"), pick(x, "x"), pick(w, "w"), b.named("bias"),
+			Decode{ConvStates: pick(states, "conv_states"), StateIndices: pick(idx, "cache_indices")}, Options{})
+	}
+	// mode runs Update on b with st's mode tensors and, if set, its pool.
+	mode := func(b *built, st Decode) error {
+		if st.ConvStates == nil {
+			st.ConvStates = b.named("conv_states")
+		}
+		st.StateIndices = b.named("cache_indices")
+		return Update(nil, b.named("y"), b.named("x"), b.named("w"), b.named("bias"), st, Options{})
 	}
 	for _, tc := range []struct {
 		name string
@@ -155,16 +165,43 @@ func TestValidation(t *testing.T) {
 		}, "argument ErrorFlag: has dtype f32"},
 		{"update state index beyond pool", updBase, func(b *built) error {
 			return upd(b, nil, nil, nil, nil, i32s(0, -1, 7))
-		}, "argument stateIndices: entry 2 is slot 7"},
+		}, "argument StateIndices: entry 2 is slot 7"},
 		{"update pool dim", updBase, func(b *built) error {
 			return upd(b, nil, nil, nil, tensor.New(bf16, 4, 3, 8), nil)
-		}, "argument convStates: has shape [4 3 8]"},
+		}, "argument ConvStates: has shape [4 3 8]"},
 		{"update out rank", updBase, func(b *built) error {
 			return upd(b, tensor.New(bf16, 3, 1, 16), nil, nil, nil, nil)
 		}, "argument out: has shape [3 1 16], want [3 16]"},
 		{"update pool too small without indices", updBase, func(b *built) error {
-			return Update(nil, b.named("y"), b.named("x"), b.named("w"), nil, tensor.New(bf16, 2, 3, 16), nil, Options{})
+			return Update(nil, b.named("y"), b.named("x"), b.named("w"), nil, Decode{ConvStates: tensor.New(bf16, 2, 3, 16)}, Options{})
 		}, "has 2 slots for 3 sequences"},
+		{"accepted dtype", specBase, func(b *built) error {
+			return mode(b, Decode{NumAcceptedTokens: tensor.New(tensor.I64, 3)})
+		}, "argument NumAcceptedTokens: has dtype i64"},
+		{"accepted shape", specBase, func(b *built) error {
+			return mode(b, Decode{NumAcceptedTokens: i32s(1, 1)})
+		}, "argument NumAcceptedTokens: has shape [2], want [3]"},
+		{"accepted 0", specBase, func(b *built) error {
+			return mode(b, Decode{NumAcceptedTokens: i32s(1, 0, 2)})
+		}, "argument NumAcceptedTokens: entry 1 is 0, want 1 ≤ accepted ≤ L = 2"},
+		{"accepted beyond L", specBase, func(b *built) error {
+			return mode(b, Decode{NumAcceptedTokens: i32s(1, 2, 3)})
+		}, "argument NumAcceptedTokens: entry 2 is 3, want 1 ≤ accepted ≤ L = 2"},
+		{"spec state_len too small", specBase, func(b *built) error {
+			return mode(b, Decode{ConvStates: tensor.New(bf16, 4, 3, 16), NumAcceptedTokens: i32s(1, 1, 1)})
+		}, "has state_len 3; with NumAcceptedTokens it needs at least W−2+L = 4 columns"},
+		{"cache seqlens dtype", specBase, func(b *built) error {
+			return mode(b, Decode{CacheSeqlens: tensor.New(f32, 3)})
+		}, "argument CacheSeqlens: has dtype f32"},
+		{"cache seqlens shape", specBase, func(b *built) error {
+			return mode(b, Decode{CacheSeqlens: tensor.New(tensor.I32, 3, 1)})
+		}, "argument CacheSeqlens: has shape [3 1], want [3]"},
+		{"cache seqlens negative", specBase, func(b *built) error {
+			return mode(b, Decode{CacheSeqlens: i32s(0, 7, -1)})
+		}, "argument CacheSeqlens: entry 2 is -1, want ≥ 0"},
+		{"both modes", specBase, func(b *built) error {
+			return mode(b, Decode{NumAcceptedTokens: i32s(1, 1, 1), CacheSeqlens: i32s(0, 0, 0)})
+		}, "argument CacheSeqlens: is set together with NumAcceptedTokens"},
 		{"update batch stride", testCase{op: opUpdate, dt: bf16, width: 2, dim: 8, batch: 2, seqLen: 2, nSlots: 2}, func(b *built) error {
 			x, _ := tensor.NewStrided(bf16, []int{2, 2, 8}, []int{20, 8, 1})
 			return upd(b, nil, x, nil, nil, nil)
@@ -253,6 +290,61 @@ func TestErrorFlag(t *testing.T) {
 			flag := toDev(tensor.New(tensor.I32, 1))
 			v := Varlen{CuSeqlens: toDev(tc.cu), CacheIndices: toDev(tc.slots), ConvStates: toDev(b.named("conv_states"))}
 			err := Forward(nil, toDev(b.named("y")), toDev(b.named("x")), toDev(b.named("w")), nil, v,
+				Options{AssumeValidIndices: true, ErrorFlag: flag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := flag.ToHost()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Int64s()[0]; got != tc.want {
+				t.Errorf("flag %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestErrorFlagModes: with AssumeValidIndices, an accepted count outside
+// [1, L] or a negative cache seqlen skips the sequence and sets bit 4.
+func TestErrorFlagModes(t *testing.T) {
+	dev := gputest.Device(t)
+	for _, tc := range []struct {
+		name     string
+		accepted bool
+		vals     *tensor.Tensor
+		want     int64
+	}{
+		{"accepted 0", true, i32s(1, 0, 2), 4},
+		{"accepted beyond L", true, i32s(1, 3, 2), 4},
+		{"accepted valid", true, i32s(1, 2, 2), 0},
+		{"seqlen negative", false, i32s(5, -3, 0), 4},
+		{"seqlen valid", false, i32s(5, 1<<30, 0), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := specBase.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
+			var devTS []*tensor.Tensor
+			toDev := func(h *tensor.Tensor) *tensor.Tensor {
+				d, err := h.ToDevice(dev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				devTS = append(devTS, d)
+				return d
+			}
+			defer func() {
+				for _, d := range devTS {
+					d.Free()
+				}
+			}()
+			flag := toDev(tensor.New(tensor.I32, 1))
+			st := Decode{ConvStates: toDev(b.named("conv_states")), StateIndices: toDev(b.named("cache_indices"))}
+			if tc.accepted {
+				st.NumAcceptedTokens = toDev(tc.vals)
+			} else {
+				st.CacheSeqlens = toDev(tc.vals)
+			}
+			err := Update(nil, toDev(b.named("y")), toDev(b.named("x")), toDev(b.named("w")), nil, st,
 				Options{AssumeValidIndices: true, ErrorFlag: flag})
 			if err != nil {
 				t.Fatal(err)
