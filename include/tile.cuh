@@ -1,7 +1,8 @@
 // tile.cuh: Hopper tile plumbing. mbarriers in shared memory, TMA tile
-// loads (cp.async.bulk.tensor) that complete on an mbarrier, and the
-// thread-block-cluster queries and barriers. Tensor maps arrive as
-// `const __grid_constant__ TensorMap` kernel parameters.
+// loads (cp.async.bulk.tensor) and plain bulk copies that complete on an
+// mbarrier, and the thread-block-cluster queries, barriers and shared-memory
+// mapping. Tensor maps arrive as `const __grid_constant__ TensorMap` kernel
+// parameters.
 #pragma once
 #include "kittens.cuh"
 
@@ -24,6 +25,15 @@ KI void mbar_wait(u64* bar, u32 phase) {
       " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
       " @!p bra WAIT_%=;\n}\n" :: "r"(smem_addr(bar)), "r"(phase) : "memory");
 }
+// mbar_wait_cluster waits like mbar_wait for a phase whose arrivals came
+// from other blocks of the cluster, with acquire at cluster scope so that
+// their stores before arriving are seen.
+KI void mbar_wait_cluster(u64* bar, u32 phase) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n"
+      " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra WAIT_%=;\n}\n" :: "r"(smem_addr(bar)), "r"(phase) : "memory");
+}
 
 // tma_load_2d copies the box at (x innermost, y) of a 2-D tensor map into
 // shared memory, completing on bar.
@@ -33,17 +43,31 @@ KI void tma_load_2d(void* dst, const TensorMap* map, u64* bar, int x, int y) {
       :: "r"(smem_addr(dst)), "l"(map), "r"(smem_addr(bar)), "r"(x), "r"(y) : "memory");
 }
 
+// bulk_load copies bytes (a multiple of 16; src and dst 16-byte aligned)
+// from global memory into shared memory, completing on bar, which the
+// issuing thread has armed for them (mbar_expect_tx).
+KI void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+
 // Cluster queries and the cluster-wide barrier.
 KI u32 cluster_ctarank() { u32 r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
 KI u32 cluster_nctarank() { u32 r; asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r)); return r; }
 KI void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
+// cluster_map returns the shared::cluster address of p's offset in the
+// shared memory of cluster block `rank`, for ld/st/atom/mbarrier.*.shared::cluster.
+KI u32 cluster_map(const void* p, u32 rank) {
+  u32 r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
+  return r;
+}
 // dsmem_load_f32 reads a float from the same shared-memory offset in the
 // shared memory of cluster block `rank`.
 KI float dsmem_load_f32(const float* local, u32 rank) {
-  u32 remote; float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(cluster_map(local, rank)) : "memory");
   return v;
 }

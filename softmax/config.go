@@ -105,7 +105,14 @@ func pickRegister(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 	}
 
 	// Long rows: one block per row when there are rows enough to fill the
-	// GPU, else a cluster of blocks per row. A lone block may take up to
+	// GPU, else a cluster of blocks per row. Rows that fit a block take a
+	// persistent, prefetching grid: on an H200, 4096×4096 bf16 ran 21.9 µs
+	// in 256-thread blocks of 2 vectors a thread, against 24.1 with 128
+	// threads × 4 vectors, 22.6 with 512 × 1, 26.6–27.7 with a block per
+	// row and no prefetch (norm's choice for its one reduction) and 26.2 on
+	// the bulk path. An exp2 polynomial on the FMA pipe for 1, 2 or 3 of
+	// each vector's 8 elements, to unload the MUFU unit, tied or lost: 22.2,
+	// 22.6, 23.0 against 22.2. A lone block may take up to
 	// maxT threads; blocks of a cluster stay at preferThreads, so that two
 	// share an SM (blocks of 1024 threads in clusters measured slower: their
 	// loads stop at the cluster barrier and nothing else on the SM fills
@@ -209,6 +216,19 @@ const (
 // on Hopper) while the rows leave SMs idle (beyond 8 blocks only while each
 // keeps bulkWideElems elements): 16×262144 f32 18.8 (16 blocks a row; 20.3
 // before), 16×262144 bf16 14.3 (16.2 before).
+//
+// Tried and lost in a later round (µs, the picker first): rings
+// deeper against the chunk, one block an SM holding half the chunk (3.5
+// chunks in the ring instead of 1.75): 256×131072 f32 82.0 against 94.5
+// (8 blocks a row), 256×262144 bf16 84.7 against 100.5, 256×32768 f32
+// 22.4 against 27.2 (2 blocks a row); clusters of 16 fit 7 at once at one
+// block an SM and 14 at two (256×262144 f32 162.7 against 199.2 and
+// 161.0). An exp2 polynomial on the FMA pipe for 1 to 4 of each vector's 8
+// bf16 elements tied or lost: 256×262144 bf16 85.6 against 85.9, 86.9,
+// 89.1, 93.5; Nsight Compute showed the bulk kernel waiting on data (long
+// scoreboard), not on its MUFU unit. 16 KiB pieces for 256×262144 f32 ran
+// 157.6 against 162.7 in one run and 161.9 against 161.4 in another: within
+// the run-to-run spread, not taken.
 func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
 	size := dt.Size()
 	if p.Major < 9 || vec*size != 16 || n%vec != 0 || n*size < bulkMinRow || int64(m)*int64(n*size) < bulkMinBytes {

@@ -1,10 +1,11 @@
 // softmax.cu: y = softmax(x·scale) over each row of an [M, N] matrix.
 //
-// Every thread reduces its elements to a pair (m, s): the largest scaled
-// value it saw and the sum of exp(v − m). Pairs merge associatively (the
-// sum of the smaller max is rescaled to the larger), so one merge serves the
-// lanes of a group, the warps of a block and the blocks of a cluster. One
-// entry covers three shapes of work:
+// Values are v = x·scale·log2 e, so that each exponential is 2^(v − m): a
+// subtraction (or one FFMA) and an ex2. Every thread reduces its elements to
+// a pair (m, s): the largest value it saw and the sum of 2^(v − m). Pairs
+// merge associatively (each sum is rescaled to the largest max), so one
+// merge serves the lanes of a group, the warps of a block and the blocks of
+// a cluster. One entry covers three shapes of work:
 //
 //   * short rows (G > 0): G lanes of a warp own a row, 32/G rows per warp
 //     and many per block; the pairs meet through shuffles only.
@@ -27,7 +28,7 @@
 // (PREFETCH): a grid sized to the GPU walks the rows, and a block loads its
 // next rows while it reduces the current ones, so memory stays busy through
 // the barriers. Positions past the row read as −inf. The max subtracted is
-// "safe" (0 when it is −inf), so −inf elements and padding add exp(−inf) = 0
+// "safe" (0 when it is −inf), so −inf elements and padding add 2^(−inf) = 0
 // without an inf − inf; a row of −inf still ends as 0/0 = NaN, +inf gives
 // inf − inf = NaN, and a NaN poisons its partial sum, which every merge
 // carries on to the whole row.
@@ -66,31 +67,28 @@ constexpr int E = R * V; // elements a thread holds per tile
 constexpr float kLog2e = 1.4426950408889634f;
 
 KI float ex2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
-// expm returns exp(v − m) for a safe m.
-KI float expm(float v, float m) { return ex2((v - m) * kLog2e); }
+KI float lg2(float x) { float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 KI float safe(float m) { return m == -kinf() ? 0.f : m; }
 
-// Stat is a partial reduction: max m and the sum s of exp(v − safe(m)).
+// Stat is a partial reduction of values v = x·a2 (a2 = scale·log2 e): their
+// max m and the sum s of 2^(v − safe(m)).
 struct Stat { float m, s; };
 
-// Stats are in natural units on the register path; the bulk path keeps its
-// values (and so m) premultiplied by log2 e, and its sums are of 2^(v − m).
-#if BULK
-constexpr float kStatUnit = 1.f;
-#else
-constexpr float kStatUnit = kLog2e;
-#endif
-
-KI Stat merge(Stat a, Stat b) {
-  const float m = fmaxf(a.m, b.m), ms = safe(m);
-  return Stat{m, a.s * ex2((a.m - ms) * kStatUnit) + b.s * ex2((b.m - ms) * kStatUnit)};
-}
-
+// group_merge merges the pairs of each aligned group of W lanes: the max
+// first, then each lane rescales its sum to it once and the sums add up. One
+// ex2 a lane, where merging pairs step by step took two a step (a 256-thread
+// block's merge spent more ex2 than its 16 elements a thread). The xor
+// butterfly adds the same two values at each step in every lane, so all
+// lanes agree bit for bit. A lane with (−inf, 0) adds 0; a +inf max makes
+// that lane's 2^(inf − inf) a NaN, which the sum carries to the row.
 template <int W> KI Stat group_merge(Stat a) {
+  float m = a.m;
 #pragma unroll
-  for (int o = W / 2; o > 0; o >>= 1)
-    a = merge(a, Stat{__shfl_xor_sync(0xffffffffu, a.m, o), __shfl_xor_sync(0xffffffffu, a.s, o)});
-  return a;
+  for (int o = W / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float s = a.s * ex2(a.m - safe(m));
+#pragma unroll
+  for (int o = W / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return Stat{m, s};
 }
 
 // block_merge merges the pairs of all threads of the block; scratch holds 32.
@@ -146,24 +144,24 @@ KI void fetch(const T* row, int base, int lanes, int lane, int end, Raw& raw) {
   }
 }
 
-// unpack converts a fetched tile to scaled fp32, −inf past end.
-KI void unpack(const Raw& raw, int base, int lanes, int lane, int end, float scale, float (&v)[E]) {
+// unpack converts a fetched tile to values (x·a2 in fp32), −inf past end.
+KI void unpack(const Raw& raw, int base, int lanes, int lane, int end, float a2, float (&v)[E]) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int c = col(base, lanes, lane, r);
     if (c + V <= end) {
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[r * V + i] = to_float(raw.v[r].e[i]) * scale;
+      for (int i = 0; i < V; ++i) v[r * V + i] = to_float(raw.v[r].e[i]) * a2;
     } else {
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[r * V + i] = c + i < end ? to_float(raw.v[r].e[i]) * scale : -kinf();
+      for (int i = 0; i < V; ++i) v[r * V + i] = c + i < end ? to_float(raw.v[r].e[i]) * a2 : -kinf();
     }
   }
 }
 
 // load_tile is fetch then unpack in one step, for tiles used at once: no raw
 // copy stays live, which saves the registers of the largest tiles.
-KI void load_tile(const T* row, int base, int lanes, int lane, int end, float scale, float (&v)[E]) {
+KI void load_tile(const T* row, int base, int lanes, int lane, int end, float a2, float (&v)[E]) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int c = col(base, lanes, lane, r);
@@ -171,10 +169,10 @@ KI void load_tile(const T* row, int base, int lanes, int lane, int end, float sc
       Vec u;
       u.bits = *reinterpret_cast<const VecBits*>(row + c);
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[r * V + i] = to_float(u.e[i]) * scale;
+      for (int i = 0; i < V; ++i) v[r * V + i] = to_float(u.e[i]) * a2;
     } else {
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[r * V + i] = c + i < end ? to_float(row[c + i]) * scale : -kinf();
+      for (int i = 0; i < V; ++i) v[r * V + i] = c + i < end ? to_float(row[c + i]) * a2 : -kinf();
     }
   }
 }
@@ -250,6 +248,7 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
   extern __shared__ Stat scratch[];
   const Work w = work(rows, n, chunk);
   const int tile = w.lanes * E, rowmax = rows - 1;
+  const float a2 = scale * kLog2e;
   float v[E];
   int it = 0;
 
@@ -262,22 +261,22 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       const int end = row <= rowmax ? w.begin + w.share : w.begin;
       Stat own{-kinf(), 0.f};
       for (int b = w.begin; b < end; b += tile) {
-        load_tile(xr, b, w.lanes, w.lane, end, scale, v);
+        load_tile(xr, b, w.lanes, w.lane, end, a2, v);
         float m = own.m;
 #pragma unroll
         for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
         const float ms = safe(m);
-        float s = own.s * expm(own.m, ms);
+        float s = own.s * ex2(own.m - ms);
 #pragma unroll
-        for (int i = 0; i < E; ++i) s += expm(v[i], ms);
+        for (int i = 0; i < E; ++i) s += ex2(v[i] - ms);
         own = Stat{m, s};
       }
       const Stat all = merge_all(own, scratch, it);
       const float ms = safe(all.m), inv = 1.f / all.s;
       for (int b = w.begin; b < end; b += tile) {
-        load_tile(xr, b, w.lanes, w.lane, end, scale, v);
+        load_tile(xr, b, w.lanes, w.lane, end, a2, v);
 #pragma unroll
-        for (int i = 0; i < E; ++i) v[i] = expm(v[i], ms) * inv;
+        for (int i = 0; i < E; ++i) v[i] = ex2(v[i] - ms) * inv;
         store_tile(yr, b, w.lanes, w.lane, end, v);
       }
     }
@@ -294,12 +293,12 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       const i64 r = min(row, rowmax);
       const int end = row <= rowmax ? w.begin + w.share : 0;
 #if PREFETCH
-      unpack(raw, w.begin, w.lanes, w.lane, end, scale, v);
+      unpack(raw, w.begin, w.lanes, w.lane, end, a2, v);
       const int next = (u + w.step) * w.per + w.sub;
       if (u + w.step < w.units)
         fetch(x + (i64)min(next, rowmax) * ldx, w.begin, w.lanes, w.lane, next <= rowmax ? w.begin + w.share : 0, raw);
 #else
-      load_tile(x + r * ldx, w.begin, w.lanes, w.lane, end, scale, v);
+      load_tile(x + r * ldx, w.begin, w.lanes, w.lane, end, a2, v);
 #endif
       Stat own{-kinf(), 0.f};
 #pragma unroll
@@ -307,11 +306,11 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       const float oms = safe(own.m);
 #pragma unroll
       for (int i = 0; i < E; ++i) {
-        v[i] = expm(v[i], oms);
+        v[i] = ex2(v[i] - oms);
         own.s += v[i];
       }
       const Stat all = merge_all(own, scratch, it);
-      const float f = expm(own.m, safe(all.m)) / all.s; // rebases exp(v − own.m) onto the row's max
+      const float f = ex2(own.m - safe(all.m)) / all.s; // rebases 2^(v − own.m) onto the row's max
 #pragma unroll
       for (int i = 0; i < E; ++i) v[i] *= f;
       store_tile(y + r * ldy, w.begin, w.lanes, w.lane, end, v);
@@ -358,11 +357,6 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
 constexpr int kMaxSlots = 28, kBulkHead = 1024;
 static_assert(V * sizeof(T) == 16, "bulk rows move 16-byte vectors");
 
-KI void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
-}
-
 // mbar_ready tests, without waiting, whether the phase of bar with the given
 // parity has completed (the bulk copy into its slot has landed).
 KI bool mbar_ready(u64* bar, u32 phase) {
@@ -372,47 +366,115 @@ KI bool mbar_ready(u64* bar, u32 phase) {
   return ok != 0;
 }
 
+// top2 is the element-wise max (NEG: min) of two words of packed elements
+// (one f32, or two 16-bit values); a NaN loses to a number, as in fmaxf.
+template <bool NEG> KI u32 top2(u32 a, u32 b, float) {
+  const float x = __uint_as_float(a), y = __uint_as_float(b);
+  return __float_as_uint(NEG ? fminf(x, y) : fmaxf(x, y));
+}
+template <bool NEG> KI u32 top2(u32 a, u32 b, bf16) {
+  u32 r;
+  if constexpr (NEG) asm("min.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <bool NEG> KI u32 top2(u32 a, u32 b, f16) {
+  u32 r;
+  if constexpr (NEG) asm("min.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <bool NEG> KI uint4 top(uint4 a, uint4 b) {
+  return uint4{top2<NEG>(a.x, b.x, T{}), top2<NEG>(a.y, b.y, T{}), top2<NEG>(a.z, b.z, T{}), top2<NEG>(a.w, b.w, T{})};
+}
+
+// top_value is the largest (NEG: smallest) element of a vector, as a float.
+template <bool NEG> KI float top_value(uint4 a) {
+  Vec u;
+  u.bits = uint4{top2<NEG>(top2<NEG>(a.x, a.y, T{}), top2<NEG>(a.z, a.w, T{}), T{}), 0, 0, 0};
+  if constexpr (sizeof(T) == 4) return to_float(u.e[0]);
+  const float lo = to_float(u.e[0]), hi = to_float(u.e[1]);
+  return NEG ? fminf(lo, hi) : fmaxf(lo, hi);
+}
+
 // fold adds a thread's vectors of one landed piece (len vectors at v) to its
 // partial. Values are x·a2 (a2 = scale·log2 e), so that each exponential is
 // one FFMA and an ex2. Four vectors at a time are read once from shared
 // memory: their max first, then the partial's sum rescaled and theirs added.
-KI Stat fold(Stat own, const Vec* v, int len, int tid, int nt, float a2) {
+// The max is taken of the raw elements, packed where they are 16-bit, and
+// scaled once: x ↦ x·a2 is monotonic (rounding included), so max(x)·a2 is
+// max(x·a2) for a2 > 0, and min(x)·a2 is for a2 < 0 (NEG).
+template <bool NEG> KI Stat fold(Stat own, const Vec* v, int len, int tid, int nt, float a2) {
   constexpr int B = 4;
   for (int i = tid; i < len; i += B * nt) {
-    float f[B][V];
+    Vec u[B];
     bool in[B];
-    float m = own.m;
+    u[0] = v[i], in[0] = true;
+    uint4 t = u[0].bits;
 #pragma unroll
-    for (int k = 0; k < B; ++k) {
+    for (int k = 1; k < B; ++k) {
       in[k] = i + k * nt < len;
-      const Vec u = in[k] ? v[i + k * nt] : Vec{};
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        f[k][e] = to_float(u.e[e]);
-        if (in[k]) m = fmaxf(m, f[k][e] * a2);
-      }
+      u[k] = in[k] ? v[i + k * nt] : u[0]; // a repeat leaves the max as it is
+      t = top<NEG>(t, u[k].bits);
     }
-    const float ms = safe(m);
+    const float m = fmaxf(own.m, top_value<NEG>(t) * a2), ms = safe(m);
     float s = own.s * ex2(own.m - ms);
 #pragma unroll
     for (int k = 0; k < B; ++k)
       if (in[k]) {
 #pragma unroll
-        for (int e = 0; e < V; ++e) s += ex2(fmaf(f[k][e], a2, -ms));
+        for (int e = 0; e < V; ++e) s += ex2(fmaf(to_float(u[k].e[e]), a2, -ms));
       }
     own = Stat{m, s};
   }
   return own;
 }
 
-// emit writes a thread's vectors of one piece: 2^(x·a2 − ms)·inv.
-KI void emit(T* out, const Vec* v, int len, int tid, int nt, float a2, float ms, float inv) {
+// fold_any is fold for the sign of a2.
+KI Stat fold_any(Stat own, const Vec* v, int len, int tid, int nt, float a2) {
+  return a2 < 0.f ? fold<true>(own, v, len, tid, nt, a2) : fold<false>(own, v, len, tid, nt, a2);
+}
+
+// cvt2 rounds two floats to the 16-bit pair (lo, hi) in one instruction.
+KI u32 cvt2(float lo, float hi, bf16) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+KI u32 cvt2(float lo, float hi, f16) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// pack rounds V floats to one vector of E (T), 16-bit values two at a time.
+template <class E> KI VecBits pack(const float (&y)[V]) {
+  Vec u;
+  if constexpr (sizeof(E) == 4) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) u.e[e] = from_float<T>(y[e]);
+  } else {
+    u.bits = uint4{cvt2(y[0], y[1], E{}), cvt2(y[2], y[3], E{}), cvt2(y[4], y[5], E{}), cvt2(y[6], y[7], E{})};
+  }
+  return u.bits;
+}
+
+// emit writes a thread's vectors of one piece: 2^(x·a2 − ms)/s. 16-bit
+// outputs fold the division into the exponent, 2^(x·a2 − (ms + log2 s)),
+// whose rounding (an fp32 ulp of ms) is far below theirs; f32 outputs
+// multiply by 1/s, which keeps fp32 precision where ms is large.
+KI void emit(T* out, const Vec* v, int len, int tid, int nt, float a2, float ms, float s) {
+  const float inv = 1.f / s, msl = sizeof(T) == 4 ? ms : ms + lg2(s);
 #pragma unroll 2
   for (int i = tid; i < len; i += nt) {
-    Vec u = v[i];
+    const Vec u = v[i];
+    float y[V];
 #pragma unroll
-    for (int e = 0; e < V; ++e) u.e[e] = from_float<T>(ex2(fmaf(to_float(u.e[e]), a2, -ms)) * inv);
-    reinterpret_cast<VecBits*>(out)[i] = u.bits;
+    for (int e = 0; e < V; ++e) {
+      y[e] = ex2(fmaf(to_float(u.e[e]), a2, -msl));
+      if constexpr (sizeof(T) == 4) y[e] *= inv;
+    }
+    reinterpret_cast<VecBits*>(out)[i] = pack<T>(y);
   }
 }
 
@@ -432,21 +494,6 @@ KI Stat consumer_merge(Stat a, Stat* scratch, int nc) {
   return group_merge<32>(lane < (nc >> 5) ? scratch[lane] : Stat{-kinf(), 0.f});
 }
 
-KI u32 mapa(const void* p, u32 rank) {
-  u32 r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
-  return r;
-}
-
-// mbar_wait_cluster waits for a phase whose arrivals came from other blocks
-// of the cluster, with acquire at cluster scope so their stores are seen.
-KI void mbar_wait_cluster(u64* bar, u32 phase) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT_%=:\n"
-      " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra WAIT_%=;\n}\n" :: "r"(smem_addr(bar)), "r"(phase) : "memory");
-}
-
 // exchange merges the block pairs of a cluster without a cluster barrier,
 // which would have to wait for the producer warp: lane q of warp 0 stores
 // the block's pair into slot `me` of block q's xstat set b and arrives on
@@ -459,7 +506,7 @@ KI Stat exchange(Stat all, unsigned char* dsm, int it, u32 me, u32 nblk) {
   Stat* xs = reinterpret_cast<Stat*>(dsm + kXstat) + b * 16;
   u64* xb = reinterpret_cast<u64*>(dsm + kXbar) + b;
   if (threadIdx.x < 32 && lane < (int)nblk) {
-    const u32 st = mapa(xs + me, lane), bar = mapa(xb, lane);
+    const u32 st = cluster_map(xs + me, lane), bar = cluster_map(xb, lane);
     asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" :: "r"(st), "f"(all.m), "f"(all.s) : "memory");
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(bar) : "memory");
   }
@@ -525,23 +572,23 @@ softmax_bulk(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, flo
   for (int it = 0; it < nrows; ++it) {
     for (; done < np; ++done) {
       mbar_wait(&full[rs], rph);
-      own = fold(own, ring + rs * piece, span(done), tid, nc, a2);
+      own = fold_any(own, ring + rs * piece, span(done), tid, nc, a2);
       if (++rs == slots) rs = 0, rph ^= 1;
     }
     Stat all = consumer_merge(own, scratch + (it & 1) * 16, nc);
     if (nblk > 1) all = exchange(all, dsm, it, me, nblk);
-    const float ms = safe(all.m), inv = 1.f / all.s;
+    const float ms = safe(all.m);
     own = Stat{-kinf(), 0.f}, done = 0;
     const bool ahead = it + 1 < nrows;
     T* yr = y + (i64)(first + it * step) * ldy + begin;
     int s = ws;
     for (int p = 0; p < np; ++p) {
-      emit(yr + p * piece * V, ring + s * piece, span(p), tid, nc, a2, ms, inv);
+      emit(yr + p * piece * V, ring + s * piece, span(p), tid, nc, a2, ms, all.s);
       __syncwarp();
       if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_addr(&empty[s])) : "memory");
       if (++s == slots) s = 0;
       if (ahead && done < np && mbar_ready(&full[rs], rph)) {
-        own = fold(own, ring + rs * piece, span(done), tid, nc, a2);
+        own = fold_any(own, ring + rs * piece, span(done), tid, nc, a2);
         ++done;
         if (++rs == slots) rs = 0, rph ^= 1;
       }

@@ -43,11 +43,6 @@
 #define NB 256
 #define MAX_CLUSTER 8
 
-KI u32 cl_map(const void* p, u32 rank) {
-  u32 r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
-  return r;
-}
 KI u32 cl_load_u32(u32 addr) {
   u32 v;
   asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(addr));
@@ -195,8 +190,8 @@ topk_radix(const DTYPE* __restrict__ x, i64 xs, DTYPE* __restrict__ vals, i64 vs
   blk.sub = subs + ((tid >> 5) & (nsub - 1)) * NB;
   blk.buf = buf;
   blk.nbuf = &ctl[NBUF];
-  blk.survAddr = cl_map(surv, 0);
-  blk.nsurvAddr = cl_map(&ctl[NSURV], 0);
+  blk.survAddr = cluster_map(surv, 0);
+  blk.nsurvAddr = cluster_map(&ctl[NSURV], 0);
 
   for (i64 row = blockIdx.y; row < M; row += gridDim.y) {
     const DTYPE* xr = x + row * xs;
@@ -291,7 +286,7 @@ topk_radix(const DTYPE* __restrict__ x, i64 xs, DTYPE* __restrict__ vals, i64 vs
       if (tid < NB) {
         u32 part[MAX_CLUSTER];  // issue every remote load before the first add
 #pragma unroll
-        for (int r = 0; r < MAX_CLUSTER; r++) part[r] = r < (int)C ? cl_load_u32(cl_map(&local[bin], r)) : 0u;
+        for (int r = 0; r < MAX_CLUSTER; r++) part[r] = r < (int)C ? cl_load_u32(cluster_map(&local[bin], r)) : 0u;
 #pragma unroll
         for (int r = 0; r < MAX_CLUSTER; r++) c += part[r];
         inc = c;
