@@ -20,7 +20,8 @@ var variants = []kernelKey{
 
 // TestKernelsCompile compiles, with NVRTC alone, every specialization the
 // picker yields for a spread of row lengths, with both looped flavours and
-// every row loop (striding, prefetching, waves; see gputest.CompileAll).
+// every row loop (striding, prefetching, waves) and, for 16-byte accesses,
+// with the L2 hint flipped (see gputest.CompileAll).
 func TestKernelsCompile(t *testing.T) {
 	keys := map[kernelKey]bool{}
 	for _, v := range variants {
@@ -40,6 +41,10 @@ func TestKernelsCompile(t *testing.T) {
 					}
 					for _, loop := range [][2]bool{{false, false}, {true, false}, {false, true}} {
 						k.prefetch, k.waves = loop[0], loop[1] // every row loop
+						keys[k] = true
+					}
+					if k.vec > 1 { // the L2 hint on row reads
+						k.hint = !k.hint
 						keys[k] = true
 					}
 				}

@@ -11,8 +11,10 @@ import (
 // Simulated devices: an H100-like part and a small one whose 48 KiB of
 // shared memory cannot hold a long row.
 var (
-	propsH100  = cuda.Props{SMs: 132, MaxThreadsPerBlock: 1024, SharedPerBlock: 48 << 10, SharedPerBlockOptin: 227 << 10, SharedPerSM: 228 << 10}
-	propsSmall = cuda.Props{SMs: 16, MaxThreadsPerBlock: 1024, SharedPerBlock: 48 << 10, SharedPerBlockOptin: 48 << 10, SharedPerSM: 64 << 10}
+	propsH100 = cuda.Props{SMs: 132, MaxThreadsPerBlock: 1024, SharedPerBlock: 48 << 10, SharedPerBlockOptin: 227 << 10,
+		SharedPerSM: 228 << 10, L2Bytes: 50 << 20}
+	propsSmall = cuda.Props{SMs: 16, MaxThreadsPerBlock: 1024, SharedPerBlock: 48 << 10, SharedPerBlockOptin: 48 << 10,
+		SharedPerSM: 64 << 10, L2Bytes: 4 << 20}
 )
 
 func TestPickConfigChoices(t *testing.T) {
@@ -22,7 +24,7 @@ func TestPickConfigChoices(t *testing.T) {
 		shape rowShape
 		want  config
 	}{
-		{"qk-norm 128 bf16: 8 lanes x 2 accesses, 16 rows a block", propsH100,
+		{"qk-norm 128 bf16: 8 lanes x 2 accesses, 16 rows a block; 34 MB fit L2: no hint", propsH100,
 			rowShape{rows: 65536, n: 128, elemSize: 2, vector: true},
 			config{vec: 8, perThread: 2, group: 8, threads: 128, bound: 128, grid: 4096, waves: true}},
 		{"LayerNorm 128 bf16: a resident grid that prefetches", propsH100,
@@ -31,12 +33,21 @@ func TestPickConfigChoices(t *testing.T) {
 		{"LayerNorm 128x128 bf16: latency, one access per thread", propsH100,
 			rowShape{rows: 128, n: 128, elemSize: 2, twoPass: true, vector: true},
 			config{vec: 8, perThread: 1, group: 16, threads: 128, bound: 128, grid: 16}},
-		{"fused LayerNorm 128 bf16: one access per thread, in waves", propsH100,
+		{"fused LayerNorm 128 bf16: one access per thread, in waves; 67 MB: hinted", propsH100,
 			rowShape{rows: 65536, n: 128, elemSize: 2, twoPass: true, fused: true, vector: true},
-			config{vec: 8, perThread: 1, group: 16, threads: 128, bound: 128, grid: 8192, waves: true}},
+			config{vec: 8, perThread: 1, group: 16, threads: 128, bound: 128, grid: 8192, waves: true, hint: true}},
 		{"fused LayerNorm 1000 bf16: 4 accesses a thread cover it with 32 lanes", propsH100,
 			rowShape{rows: 65536, n: 1000, elemSize: 2, twoPass: true, fused: true, vector: true},
-			config{vec: 8, perThread: 4, group: 32, threads: 128, bound: 128, grid: 16384, waves: true}},
+			config{vec: 8, perThread: 4, group: 32, threads: 128, bound: 128, grid: 16384, waves: true, hint: true}},
+		{"4096 bf16, 4096 rows: 67 MB streamed through a 50 MB L2, hinted", propsH100,
+			rowShape{rows: 4096, n: 4096, elemSize: 2, vector: true},
+			config{vec: 8, perThread: 4, threads: 128, bound: 128, grid: 4096, waves: true, hint: true}},
+		{"4096 bf16, 3000 rows: 49 MB fit L2, no hint", propsH100,
+			rowShape{rows: 3000, n: 4096, elemSize: 2, vector: true},
+			config{vec: 8, perThread: 4, threads: 128, bound: 128, grid: 3000, waves: true}},
+		{"L2 backward 256 bf16: three row tensors, 101 MB, hinted", propsH100,
+			rowShape{rows: 65536, n: 256, elemSize: 2, cachesTwo: true, vector: true},
+			config{vec: 8, perThread: 4, group: 8, threads: 128, bound: 128, grid: 4096, waves: true, hint: true}},
 		{"one element rows", propsH100,
 			rowShape{rows: 37, n: 1, elemSize: 4, vector: true},
 			config{vec: 4, perThread: 1, group: 1, threads: 128, bound: 128, grid: 1, waves: true}},
@@ -45,8 +56,8 @@ func TestPickConfigChoices(t *testing.T) {
 			config{vec: 8, perThread: 4, group: 32, threads: 128, bound: 128, grid: 25, waves: true}},
 		{"7168 bf16: a block of 224 threads x 4 per row", propsH100,
 			rowShape{rows: 16384, n: 7168, elemSize: 2, vector: true},
-			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true}},
-		{"LayerNorm 2048 bf16: a resident grid of 64 threads x 4", propsH100,
+			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true, hint: true}},
+		{"LayerNorm 2048 bf16: a resident grid of 64 threads x 4, no hint", propsH100,
 			rowShape{rows: 16384, n: 2048, elemSize: 2, twoPass: true, vector: true},
 			config{vec: 8, perThread: 4, threads: 64, bound: 512, grid: 132 * 8, prefetch: true}},
 		{"LayerNorm 4096 bf16, rows only fill the resident grid: no prefetch", propsH100,
@@ -54,13 +65,13 @@ func TestPickConfigChoices(t *testing.T) {
 			config{vec: 8, perThread: 4, threads: 128, bound: 512, grid: 500}},
 		{"LayerNorm 7168 bf16: a block of 224 threads x 4 per row, weights loaded late", propsH100,
 			rowShape{rows: 16384, n: 7168, elemSize: 2, twoPass: true, vector: true},
-			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true, reload: true}},
+			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true, reload: true, hint: true}},
 		{"fused LayerNorm 4096 bf16: a block of 256 threads x 2 per row", propsH100,
 			rowShape{rows: 4096, n: 4096, elemSize: 2, twoPass: true, fused: true, vector: true},
-			config{vec: 8, perThread: 2, threads: 256, bound: 256, grid: 4096, waves: true}},
+			config{vec: 8, perThread: 2, threads: 256, bound: 256, grid: 4096, waves: true, hint: true}},
 		{"fused LayerNorm 8192 bf16: a block of 256 threads x 4 per row, weights loaded late", propsH100,
 			rowShape{rows: 16384, n: 8192, elemSize: 2, twoPass: true, fused: true, vector: true},
-			config{vec: 8, perThread: 4, threads: 256, bound: 256, grid: 16384, waves: true, reload: true}},
+			config{vec: 8, perThread: 4, threads: 256, bound: 256, grid: 16384, waves: true, reload: true, hint: true}},
 		{"LayerNorm 8192 bf16, 32 rows: latency, 512 threads x 2", propsH100,
 			rowShape{rows: 32, n: 8192, elemSize: 2, twoPass: true, vector: true},
 			config{vec: 8, perThread: 2, threads: 512, bound: 512, grid: 32, waves: true}},
@@ -75,7 +86,7 @@ func TestPickConfigChoices(t *testing.T) {
 			config{vec: 8, perThread: 4, threads: 64, bound: 64, grid: 133, waves: true}},
 		{"16384 bf16: 512 threads x 4", propsH100,
 			rowShape{rows: 16384, n: 16384, elemSize: 2, vector: true},
-			config{vec: 8, perThread: 4, threads: 512, bound: 512, grid: 16384, waves: true}},
+			config{vec: 8, perThread: 4, threads: 512, bound: 512, grid: 16384, waves: true, hint: true}},
 		{"1032 bf16: at least two warps", propsSmall,
 			rowShape{rows: 500, n: 1032, elemSize: 2, vector: true},
 			config{vec: 8, perThread: 4, threads: 64, bound: 64, grid: 500, waves: true}},
@@ -160,6 +171,8 @@ func checkConfig(t *testing.T, p cuda.Props, s rowShape, c config) {
 		fail("too much shared memory")
 	case !c.cache && c.shared != 0:
 		fail("shared memory without a cache")
+	case c.hint && (!c.waves || c.vec == 1 || c.looped):
+		fail("L2 hint off the one-row-per-group path")
 	}
 	accesses := intmath.CeilDiv(s.n, c.vec)
 	if c.looped {

@@ -43,13 +43,29 @@
 // fall back to element loads; with EVEN (N a multiple of VEC) there are none
 // and that code is left out. All arithmetic is fp32.
 //
+// With HINT, 16-byte row reads (x and the second input) carry an L2
+// evict-last cache policy, as the first-pass loads of torch.compile's
+// (Triton's) reductions do. It pays where the data stream through L2 (more
+// than it holds). On an H200, in one run: rmsnorm 16384x8192 bf16 134.1 ->
+// 129.3 µs (torch.compile: 129.7), fused_add_rmsnorm 16384x8192 265.0 ->
+// 254.5. An L1 evict-last hint alone changed nothing (134.2), an L2
+// evict-first hint (with L1 evict-last) lost (140.1), and the hint on the
+// weights too gained nothing more (129.3). Why is not established; one
+// reading is that L2 then gives up the written output lines first, so that
+// they go back to memory early. The picker sets it (see pickConfig).
+//
+// LayerNorm of 16-bit data in norm_rows reduces each warp's (or group's)
+// sum and sum of squares in one pass, around a shift: the unit's first
+// element (see row_stats). fp32 data and norm_rows_looped keep two passes.
+//
 // Defines: DTYPE (bf16, f16, float); KIND (0 RMS: rmsnorm and L2 forward,
 // 1 LAYER, 2 L2_BWD); ADD (0 none, 1 sum rounded to DTYPE, 2 sum kept in
 // fp32); WEIGHT (0 none, 1 w, 2 1 + w); BIAS (0, 1); VEC; EVEN (N is a
 // multiple of VEC); VPT; GROUP; PREFETCH (norm_rows loads the next row
 // before reducing this one); WAVES (norm_rows serves one row per group);
-// RELOAD (norm_rows loads weights and biases for each row); LOOPED (which
-// entry this build holds); CACHE; THREADS (the block bound).
+// RELOAD (norm_rows loads weights and biases for each row); HINT (row reads
+// ask L2 to evict them last); LOOPED (which entry this build holds); CACHE;
+// THREADS (the block bound).
 #include "kittens.cuh"
 
 #define OP_RMS 0  // values of KIND
@@ -117,14 +133,31 @@ KI void launder(Access& a) {
 KI void launder(Held&) {}  // already fp32
 #endif
 
+// load16 reads 16 bytes to u[0..3]; with HINT, a row read (rowRead) asks L2
+// to evict the line last. Coherent loads (no .nc): x may also be written by
+// this kernel (in place).
+KI void load16(const void* p, u32* u, bool rowRead) {
+#if HINT
+  if (rowRead) {
+    u64 policy;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+                 : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3])
+                 : "l"(p), "l"(policy));
+    return;
+  }
+#endif
+  *reinterpret_cast<uint4*>(u) = *reinterpret_cast<const uint4*>(p);
+}
+
 // load_access reads access i of a row as stored; elements at or past n read
-// +0. Plain loads: x may also be written by this kernel (in place), and the
-// weights should stay in L1.
-KI void load_access(const Elem* row, int i, int n, Access& a) {
+// +0. rowRead marks the rows read (x, the second input), not the weights,
+// which should stay in L1.
+KI void load_access(const Elem* row, int i, int n, Access& a, bool rowRead) {
   const int e0 = i * VEC;
   if constexpr (VEC > 1) {
     if (EVEN || e0 + VEC <= n) {
-      *reinterpret_cast<uint4*>(a.u) = *reinterpret_cast<const uint4*>(row + e0);
+      load16(row + e0, a.u, rowRead);
       return;
     }
   }
@@ -177,9 +210,9 @@ struct Inputs {
 };
 
 KI void load_inputs(const Elem* x, const Elem* x2, int i, int n, Inputs& in) {
-  load_access(x, i, n, in.x);
+  load_access(x, i, n, in.x, true);
 #if ADD != 0 || KIND == OP_L2_BWD
-  load_access(x2, i, n, in.x2);
+  load_access(x2, i, n, in.x2, true);
 #endif
 }
 
@@ -237,6 +270,25 @@ KI float centred_squares(const Held& h, int i, int n, float mean) {
   return s;
 }
 
+// onePass: LayerNorm of 16-bit data in norm_rows takes its statistics in one
+// pass around a shift (see row_stats).
+constexpr bool onePass = KIND == OP_LAYER && sizeof(Elem) == 2 && !LOOPED;
+
+// shifted_sums adds one access's elements less the shift, and their squares,
+// to s1 and s2 (one-pass LayerNorm). Elements past the row's end are zeros,
+// not values: they add +0 instead. (A branch around the additions took the
+// striding LayerNorm kernel from 97 to 108 registers under NVRTC 11.8, and
+// on an H200 it ran slower than two passes, bf16 layernorm 16384x2048 41.1
+// µs against 39.5, where this form had run at 38.5 against 39.2.)
+KI void shifted_sums(const Held& h, int i, int n, float shift, float& s1, float& s2) {
+#pragma unroll
+  for (int t = 0; t < VEC; ++t) {
+    const float d = (EVEN ? i * VEC < n : i * VEC + t < n) ? h.get(t) - shift : 0.f;
+    s1 += d;
+    s2 = fmaf(d, d, s2);
+  }
+}
+
 // store_held writes the value being normalized (the fused sum) to a row.
 KI void store_held(Elem* row, int i, int n, const Held& h) {
   float a[VEC];
@@ -258,10 +310,10 @@ struct Columns {
 
 KI void load_columns(const Elem* w, const Elem* bias, int i, int n, Columns& c) {
 #if WEIGHT != 0
-  load_access(w, i, n, c.w);
+  load_access(w, i, n, c.w, false);
 #endif
 #if BIAS
-  load_access(bias, i, n, c.b);
+  load_access(bias, i, n, c.b, false);
 #endif
 }
 
@@ -325,8 +377,18 @@ KI int warp_elements(int n, int threads, int per) {
   return c;
 }
 
-// row_stats finishes a row's statistics from this thread's first partial
-// sum. The LayerNorm variance needs a second pass over the centred values;
+// unit_sum sums over this thread's unit: its group, or its warp of the block.
+KI float unit_sum(float v) {
+#if GROUP > 0
+  return group_sum<GROUP>(v);
+#else
+  return warp_sum(v);
+#endif
+}
+
+// row_stats finishes a row's statistics from this thread's partial sums: s1
+// of first_stat, or for one-pass LayerNorm s1 and s2 of shifted_sums around
+// shift. Two-pass LayerNorm needs a second pass over the centred values;
 // `centred` computes this thread's share around a given mean (the entry
 // knows where the values are). Sums are divided by denom (N, or 1 for
 // L2Norm's plain sum): a division, not a product with 1/N, keeps the mean of
@@ -334,43 +396,67 @@ KI int warp_elements(int n, int threads, int per) {
 // divides by sqrt(eps). With GROUP = 0, `parity` picks the Scratch buffer
 // and `count` is warp_elements.
 template <class Centred>
-KI RowStats row_stats(float s1, Scratch& sc, int parity, int count, float rin, float eps, float denom,
-                      Centred centred) {
+KI RowStats row_stats(float s1, float s2, float shift, Scratch& sc, int parity, int count, float rin, float eps,
+                      float denom, Centred centred) {
   RowStats st{0.f, 0.f, 0.f};
-#if KIND == OP_LAYER && GROUP > 0
-  st.mean = group_sum<GROUP>(s1) / denom;
-  st.r = rsqrtf(group_sum<GROUP>(centred(st.mean)) / denom + eps);
-#elif KIND == OP_LAYER
-  // Two passes per warp, one barrier per row: each warp centres its own
-  // elements on its own mean m_w, as the two-pass formula does for the row,
-  // and publishes (sum, M2_w, m_w, c_w); then every warp merges them (Chan
-  // et al.): M2 = sum_w M2_w + sum_w c_w (m_w - mean)^2. Two block-wide
-  // reductions cost four barriers (two with a second buffer), and their
-  // second pass waits for the whole block's mean. Every term of the merge is
-  // non-negative, so nothing cancels; what is left is the rounding of m_w
-  // and mean (a few ulps of the values' offset), which moves the variance
-  // by about eps_f32 * |mean| / sigma / sqrt(c_w) relatively. Simulated in
-  // fp32 against float64, the worst rstd of 300 rows N(1e3, 1) of 1000
-  // elements was off by 2.5e-6 (two block-wide passes: 1e-7), of rows
-  // N(1e4, 1) by 3.5e-5, where the fp32 inputs themselves are only good to
-  // 6e-4 sigma. A constant row stays exact: m_w = mean and M2_w = 0. (One
-  // reduction of the sum and sum of squares around a shift K, the row's
-  // first element, loses (mean - K)^2 / var ulps to cancellation, up to N
-  // when K is an outlier: up to 3e-4 off in the same simulation, where a
-  // third of the rows start with a 50-sigma value.)
+#if KIND == OP_LAYER
+  // First the statistics of this thread's unit (the group that holds the
+  // row, or a warp of the block): its element count c, sum, mean and M2 =
+  // sum (a - mean)^2.
+  const float c = GROUP > 0 ? denom : (float)count;
+  float sum, mean, m2;
+  if constexpr (onePass) {
+    // One pass around the shift K, the unit's first element: with t1 =
+    // sum (a - K) and t2 = sum (a - K)^2, mean = K + t1/c and M2 = t2 -
+    // t1^2/c. The subtraction cancels about (mean - K)^2 / var ulps of t2: a
+    // few where K is a typical value, many where it is an outlier.
+    // Simulated in fp32 with this kernel's order of additions (32 lanes,
+    // then a butterfly) against float64, 300 rows of 1000 N(0, 1) values:
+    // rstd off by 7e-7 at worst, and by 9e-5 where each row's first value
+    // lies 50 sigma out. That is below a 16-bit output's rounding (bf16
+    // 2^-9, f16 2^-12 relative), so 16-bit data take it: it drops the second
+    // pass over the row and its wait for the unit's mean (on an H200, bf16
+    // layernorm 4096x4096 23.1 -> 22.1 µs, 4096x8192 40.0 -> 38.5, in one
+    // run). fp32 outputs, good to 1e-5, keep two passes. A constant unit
+    // stays exact: t1 = t2 = 0.
+    const float t1 = unit_sum(s1), t2 = unit_sum(s2);
+    const float d = c > 0.f ? t1 / c : 0.f;
+    sum = fmaf(c, shift, t1);
+    mean = shift + d;
+    m2 = fmaxf(fmaf(-t1, d, t2), 0.f);
+  } else {
+    sum = unit_sum(s1);
+    mean = c > 0.f ? sum / c : 0.f;
+    m2 = unit_sum(centred(mean));
+  }
+#if GROUP > 0
+  st.mean = mean;
+  st.r = rsqrtf(m2 / denom + eps);
+#else
+  // One barrier per row: each warp publishes (sum, M2_w, m_w, c_w) of its
+  // own elements, centred on its own mean m_w as the two-pass formula
+  // centres the row; then every warp merges them (Chan et al.): M2 = sum_w
+  // M2_w + sum_w c_w (m_w - mean)^2. Two block-wide reductions cost four
+  // barriers (two with a second buffer), and their second pass waits for
+  // the whole block's mean. Every term of the merge is non-negative, so
+  // nothing cancels; what is left is the rounding of m_w and mean (a few
+  // ulps of the values' offset), which moves the variance by about eps_f32 *
+  // |mean| / sigma / sqrt(c_w) relatively. Simulated in fp32 against
+  // float64, the worst rstd of 300 rows N(1e3, 1) of 1000 elements was off
+  // by 2.5e-6 (two block-wide passes: 1e-7), of rows N(1e4, 1) by 3.5e-5,
+  // where the fp32 inputs themselves are only good to 6e-4 sigma. A constant
+  // row stays exact: m_w = mean and M2_w = 0.
   const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   float4* buf = sc.warp[parity];
-  const float ws = warp_sum(s1);
-  const float wmean = count > 0 ? ws / count : 0.f;
-  const float wm2 = warp_sum(centred(wmean));
-  if (lane == 0) buf[threadIdx.x >> 5] = make_float4(ws, wm2, wmean, (float)count);
+  if (lane == 0) buf[threadIdx.x >> 5] = make_float4(sum, m2, mean, c);
   __syncthreads();
   // Each warp merges all of them, a warp's statistics to a lane (lane-order
   // xor sums give every lane and every warp the same bits).
   const float4 p = lane < nw ? buf[lane] : make_float4(0.f, 0.f, 0.f, 0.f);
   st.mean = warp_sum(p.x) / denom;
-  const float d = p.z - st.mean;
-  st.r = rsqrtf(warp_sum(fmaf(p.w * d, d, p.y)) / denom + eps);
+  const float dm = p.z - st.mean;
+  st.r = rsqrtf(warp_sum(fmaf(p.w * dm, dm, p.y)) / denom + eps);
+#endif
 #else
 #if GROUP > 0
   s1 = group_sum<GROUP>(s1);
@@ -460,12 +546,20 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 
     Held h[VPT];
     Access h2[VPT];
-    float s1 = 0.f;
+    float s1 = 0.f, s2 = 0.f, shift = 0.f;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       h[k] = held_of(cur[k]);
       h2[k] = cur[k].x2;
-      s1 += first_stat(h[k], h2[k]);
+      if constexpr (!onePass) s1 += first_stat(h[k], h2[k]);
+    }
+    if constexpr (onePass) {
+      // The shift: the first element of the unit (group, or warp), held by
+      // its first lane as access 0 (a zero where the unit is past the end).
+      constexpr int unit = GROUP > 0 ? GROUP : 32;
+      shift = __shfl_sync(0xffffffffu, h[0].get(0), (threadIdx.x & 31) & ~(unit - 1));
+#pragma unroll
+      for (int k = 0; k < VPT; ++k) shifted_sums(h[k], lane + k * threads, n, shift, s1, s2);
     }
 #if ADD != 0
 #pragma unroll
@@ -478,12 +572,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 
 #pragma unroll
     for (int k = 0; k < VPT; ++k) launder(h[k]), launder(h2[k]);
-    const RowStats st = row_stats(s1, scratch, parity, count, rin, eps, denom, [&](float mean) {
-      float s2 = 0.f;
+    const RowStats st = row_stats(s1, s2, shift, scratch, parity, count, rin, eps, denom, [&](float mean) {
+      float c2 = 0.f;
 #pragma unroll
       for (int k = 0; k < VPT; ++k)
-        if (live && lane + k * threads < accesses) s2 += centred_squares(h[k], lane + k * threads, n, mean);
-      return s2;
+        if (live && lane + k * threads < accesses) c2 += centred_squares(h[k], lane + k * threads, n, mean);
+      return c2;
     });
 
 #pragma unroll
@@ -564,7 +658,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARA
 #endif
     }
 
-    const RowStats st = row_stats(s1, scratch, parity, count, rin, eps, denom, [&](float mean) {
+    const RowStats st = row_stats(s1, 0.f, 0.f, scratch, parity, count, rin, eps, denom, [&](float mean) {
       float s2 = 0.f;
       for (int i = lane; i < accesses; i += threads) {
         Held h;

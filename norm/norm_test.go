@@ -4,6 +4,7 @@ import (
 	"github.com/gokittens/kittens/internal/intmath"
 
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func prepare(tb testing.TB, dev *cuda.Device, benches bool) {
 		k := d.variant(zeroCentered)
 		vec := 16 / dt.Size()
 		shape := rowShape{rows: rows, n: n, elemSize: dt.Size(), heldFP32: k.add == addFP32, cachesTwo: k.op == opL2Backward,
-			twoPass: k.op == opLayer, vector: stride%vec == 0 && yStride%vec == 0}
+			twoPass: k.op == opLayer, fused: d.fused, vector: stride%vec == 0 && yStride%vec == 0}
 		c := pickConfig(dev.Props(), shape)
 		k.dtype = dt
 		keys[k.withConfig(c, n)] = true
@@ -256,6 +257,95 @@ func TestInPlaceMatchesOutOfPlace(t *testing.T) {
 	}
 	if string(x.Bytes()) != string(y.Bytes()) || string(res.Bytes()) != string(ro.Bytes()) {
 		t.Fatal("in-place results differ from out-of-place ones")
+	}
+}
+
+// TestHintedReadsMatch runs kernels with the L2 hint on row reads, which the
+// picker sets only for launches larger than L2 and so for none of the parity
+// cases, beside the same kernels without it: a cache policy must change no
+// bit of any output. The cases cover block and group rows, fused inputs,
+// one-pass LayerNorm, L2 backward's second input and fp32.
+func TestHintedReadsMatch(t *testing.T) {
+	dev := gputest.Device(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		op         opKind
+		add        addMode
+		bias       bool
+		dt         tensor.DType
+		rows, n    int
+		name       string
+		stats, rin bool
+	}{
+		{opRMS, addNone, false, tensor.BF16, 300, 4096, "rmsnorm", true, false},
+		{opRMS, addRounded, false, tensor.BF16, 300, 1000, "fused_add_rmsnorm", false, false},
+		{opLayer, addNone, true, tensor.BF16, 300, 7168, "layernorm", true, false},
+		{opLayer, addRounded, true, tensor.F16, 300, 4096, "fused_add_layernorm", true, false},
+		{opL2Backward, addNone, false, tensor.BF16, 300, 256, "l2norm_bwd", false, true},
+		{opRMS, addNone, false, tensor.F32, 300, 2048, "rmsnorm f32", false, false},
+	} {
+		var frees []*tensor.Tensor
+		dt := func(dt tensor.DType, shape ...int) *tensor.Tensor {
+			d, err := tensor.RandDevice(dev, rng, dt, 0.5, 1, shape...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			frees = append(frees, d)
+			return d
+		}
+		j := &job{op: c.op, add: c.add, weight: weightPlain, x: dt(c.dt, c.rows, c.n), y: dt(c.dt, c.rows, c.n),
+			w: dt(c.dt, c.n), eps: 1e-5, denom: float64(c.n), nOut: c.n}
+		if c.bias {
+			j.b = dt(c.dt, c.n)
+		}
+		if c.add != addNone {
+			j.x2, j.residualOut = dt(c.dt, c.rows, c.n), dt(c.dt, c.rows, c.n)
+		}
+		if c.stats {
+			j.rstd = dt(tensor.F32, c.rows)
+			if c.op == opLayer {
+				j.mean = dt(tensor.F32, c.rows)
+			}
+		}
+		if c.rin {
+			j.weight, j.w, j.denom = weightNone, nil, 1
+			j.x2, j.rstdIn = dt(c.dt, c.rows, c.n), dt(tensor.F32, c.rows)
+		}
+		cfg := pickConfig(dev.Props(), j.shape())
+		if !cfg.waves || cfg.vec == 1 {
+			t.Fatalf("%s %dx%d: %+v is not a config the hint applies to", c.name, c.rows, c.n, cfg)
+		}
+		var outs [2]string
+		for i, hint := range []bool{false, true} {
+			written := []*tensor.Tensor{j.y}
+			for _, o := range []*tensor.Tensor{j.residualOut, j.rstd, j.mean} {
+				if o != nil {
+					written = append(written, o)
+				}
+			}
+			for _, o := range written {
+				if err := o.Poison(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg.hint = hint
+			if err := j.launchWith(nil, cfg); err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range written {
+				h, err := o.ToHost()
+				if err != nil {
+					t.Fatal(err)
+				}
+				outs[i] += string(h.Bytes())
+			}
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("%s %dx%d %v: outputs differ with the L2 hint", c.name, c.rows, c.n, c.dt)
+		}
+		for _, f := range frees {
+			f.Free()
+		}
 	}
 }
 

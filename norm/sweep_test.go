@@ -138,9 +138,16 @@ func BenchmarkSweep(b *testing.B) {
 		probe, free := newJob()
 		base := pickConfig(dev.Props(), probe.shape())
 		accesses := intmath.CeilDiv(sh.n, base.vec)
-		// The picker's own choice first, then the alternatives.
+		// The picker's own choice first, then the alternatives, each of those
+		// that serve a row per group also with the L2 hint flipped.
 		cfgs := []config{base}
-		add := func(c config) { cfgs = append(cfgs, c) }
+		add := func(c config) {
+			cfgs = append(cfgs, c)
+			if c.waves && c.vec > 1 {
+				c.hint = !c.hint
+				cfgs = append(cfgs, c)
+			}
+		}
 		if base.group > 0 {
 			for _, pt := range []int{1, 2, 4} {
 				group := intmath.NextPow2(intmath.CeilDiv(accesses, pt))
@@ -220,8 +227,8 @@ func BenchmarkSweep(b *testing.B) {
 			if err != nil {
 				status = err.Error()
 			}
-			fmt.Printf("SWEEP %-18s %6dx%-5d pt=%d grp=%-2d thr=%-4d bound=%-4d waves=%-5v prefetch=%-5v reload=%-5v %8.2f us %7.0f GB/s %s\n",
-				sh.name, sh.m, sh.n, c.perThread, c.group, c.threads, c.bound, c.waves, c.prefetch, c.reload, r.MedianUS, r.GBs, status)
+			fmt.Printf("SWEEP %-18s %6dx%-5d pt=%d grp=%-2d thr=%-4d bound=%-4d waves=%-5v prefetch=%-5v reload=%-5v hint=%-5v %8.2f us %7.0f GB/s %s\n",
+				sh.name, sh.m, sh.n, c.perThread, c.group, c.threads, c.bound, c.waves, c.prefetch, c.reload, c.hint, r.MedianUS, r.GBs, status)
 		}
 	}
 }
