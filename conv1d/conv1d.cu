@@ -241,10 +241,6 @@ struct Conv {
   }
 };
 
-KI void mbar_arrive(u64* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-
 KI Raw zero_raw() {
   Raw r;
   r.w = Word{};

@@ -11,13 +11,17 @@ struct __align__(64) TensorMap { u64 raw[16]; };
 KI u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 
 // mbarrier: init with the number of arriving threads, arm with the bytes the
-// TMA will deliver, then wait on the phase parity.
+// TMA will deliver (or arrive plainly, for a count of threads), then wait on
+// the phase parity.
 KI void mbar_init(u64* bar, u32 count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_addr(bar)), "r"(count));
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 KI void mbar_expect_tx(u64* bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+KI void mbar_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_addr(bar)) : "memory");
 }
 KI void mbar_wait(u64* bar, u32 phase) {
   asm volatile(

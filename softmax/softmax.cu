@@ -585,7 +585,7 @@ softmax_bulk(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, flo
     for (int p = 0; p < np; ++p) {
       emit(yr + p * piece * V, ring + s * piece, span(p), tid, nc, a2, ms, all.s);
       __syncwarp();
-      if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_addr(&empty[s])) : "memory");
+      if (lane == 0) mbar_arrive(&empty[s]);
       if (++s == slots) s = 0;
       if (ahead && done < np && mbar_ready(&full[rs], rph)) {
         own = fold_any(own, ring + rs * piece, span(done), tid, nc, a2);
