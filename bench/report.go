@@ -173,9 +173,11 @@ written once; "% of copy" is that over the copy ceiling measured in the same run
 device-to-device copies of 1 GiB, counting bytes read plus bytes written), so an op that mostly reads can pass
 100%. "% of same-size copy" compares with one device-to-device copy that moves as many bytes as the case,
 timed the same way (cases of 16 MB and more): a single launch of that size pays its ramp-up and drain
-once, where the 1 GiB copy amortizes them. PyTorch: the same case built by the family's snippet and timed in the same run with
-` + "`triton.testing.do_bench`" + ` (events, L2 flushed before every launch, median), eagerly and after
-` + "`torch.compile(dynamic=False)`" + `. "vs eager" and "vs compile" are PyTorch's time over ours: above 1 we are faster.
+once, where the 1 GiB copy amortizes them. PyTorch: the same case built by the family's snippet, eagerly and after
+` + "`torch.compile(dynamic=False)`" + `, timed in the same run the same way as ours (as many input sets rotated, launches
+back to back behind a spin kernel, an event between each, the median; ` + "`triton.testing.do_bench`" + `'s L2 flush adds
+0.6-1.1 µs to a small kernel, ours and PyTorch's alike). "vs eager" and "vs compile" are PyTorch's time over ours:
+above 1 we are faster.
 The machines are shared and vary from run to run; compare numbers of one run only.`
 	methodCPU = `No GPU was used, so these are the CPU path's wall times: each op's parity cases run on host tensors
 (the float64 reference), the median of a few runs, each drawing fresh inputs. They show the host path works;

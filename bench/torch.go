@@ -25,12 +25,17 @@ const torchMain = "\n\nif __name__ == \"__main__\":\n    main()\n"
 // PyTorch comparison (default "python3").
 const EnvPython = "KITTENS_PYTHON"
 
-// TorchRequest is one case for the PyTorch side of the comparison.
+// TorchRequest is one case for the PyTorch side of the comparison. The
+// script times it as Measure times ours (see torch_base.py): Sets input
+// sets rotated, Runs launches back to back behind a spin kernel, the
+// median.
 type TorchRequest struct {
 	ID        string         `json:"id"`   // unique in one call; keys the results
 	Op        string         `json:"op"`   // builder name in a family's snippet
 	Args      map[string]any `json:"args"` // shape, dtype and options
 	NoCompile bool           `json:"no_compile,omitempty"`
+	Sets      int            `json:"sets"` // input sets to rotate (the Result.Sets of our run)
+	Runs      int            `json:"runs"` // timed launches
 }
 
 // TorchResult is PyTorch's time for one case, in µs. CompileUS is zero when
@@ -41,13 +46,14 @@ type TorchResult struct {
 	Error     string  `json:"error,omitempty"`
 }
 
-// TorchRequestFor returns the request of a registered benchmark case, and
+// TorchRequestFor returns the request of a registered benchmark case, timed
+// as r (ours) was: as many input sets rotated, as many launches. It returns
 // false when the case has no PyTorch counterpart.
-func TorchRequestFor(id string, b registry.Bench) (TorchRequest, bool) {
+func TorchRequestFor(id string, b registry.Bench, r Result) (TorchRequest, bool) {
 	if b.Torch == nil {
 		return TorchRequest{}, false
 	}
-	return TorchRequest{ID: id, Op: b.Torch.Op, Args: b.Torch.Args}, true
+	return TorchRequest{ID: id, Op: b.Torch.Op, Args: b.Torch.Args, Sets: max(r.Sets, 1), Runs: max(r.Runs, 1)}, true
 }
 
 // TorchScript returns the Python program Torch runs: the harness

@@ -97,10 +97,10 @@ func TestTorchRequestFor(t *testing.T) {
 	}{
 		{"none", registry.Bench{Name: "x"}, TorchRequest{}, false},
 		{"case", registry.Bench{Name: "x", Torch: &registry.TorchCase{Op: "rmsnorm", Args: args}},
-			TorchRequest{ID: "id", Op: "rmsnorm", Args: args}, true},
+			TorchRequest{ID: "id", Op: "rmsnorm", Args: args, Sets: 3, Runs: 100}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := TorchRequestFor("id", tc.b)
+			got, ok := TorchRequestFor("id", tc.b, Result{Sets: 3, Runs: 100})
 			if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %v %v, want %v %v", got, ok, tc.want, tc.ok)
 			}

@@ -132,7 +132,7 @@ func compareTorch(ops []*registry.Op, entries []bench.Entry, stderr io.Writer) e
 	for _, op := range ops {
 		for _, b := range op.Benches {
 			id := op.Name + "/" + b.Name
-			if req, ok := bench.TorchRequestFor(id, b); ok {
+			if req, ok := bench.TorchRequestFor(id, b, entries[i].Result); ok {
 				reqs = append(reqs, req)
 				index[id] = i
 			}
