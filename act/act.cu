@@ -26,7 +26,8 @@
 // ±0. NaN propagates, also through the clamps (min.NaN / max.NaN).
 //
 // Defines: ELEM (bf16, f16, float), ACT (0 silu, 1 gelu, 2 gelu_tanh,
-// 3 relu, 4 tanh), VEC (elements per access), UNROLL (items per pass);
+// 3 relu, 4 tanh), VEC (elements per access), UNROLL (items per pass),
+// EVICT_LAST (16-byte reads carry an L2 evict-last policy; see vload);
 // for act_gated, LAYOUT (0 halves, 1 interleaved with the gate first,
 // 2 interleaved with the gate second) and FULL (1: the SwiGLU terms and
 // clamps).
@@ -51,9 +52,14 @@ struct alignas(kBytes) Vec { E v[kVec]; };
 
 // vload reads a Vec; a full 16-byte one goes through load_pack, which
 // skips L1, unless the kernel also writes this memory (kNC false: in-place
-// calls).
+// calls). With EVICT_LAST a 16-byte read, in place or not, asks L2 to evict
+// the line last (load16_evict_last, a coherent load).
 template <bool kNC> KI Vec vload(const E* p) {
-  if constexpr (kBytes == 16 && kNC) {
+  if constexpr (kBytes == 16 && EVICT_LAST) {
+    Vec v;
+    load16_evict_last(p, reinterpret_cast<u32*>(&v));
+    return v;
+  } else if constexpr (kBytes == 16 && kNC) {
     const Pack<E> q = load_pack(p);
     return *reinterpret_cast<const Vec*>(&q);
   } else {

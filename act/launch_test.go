@@ -1,6 +1,7 @@
 package act
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -90,6 +91,30 @@ func TestPickLaunch(t *testing.T) {
 	}
 }
 
+// TestEvictLast checks where baseConfig asks for the L2 evict-last reads:
+// 16-byte reads, in place or not, of a call that moves more than L2 holds.
+func TestEvictLast(t *testing.T) {
+	h200 := cuda.Props{SMs: 132, L2Bytes: 60 << 20}
+	for _, c := range []struct {
+		name string
+		p    problem
+		want bool
+	}{
+		{"gated 4096x8192 bf16: 201 MB", problem{dtype: tensor.BF16, gated: true, rows: 4096, cols: 8192, sx: 16384, sy: 8192, x: 256, y: 512}, true},
+		{"gated 16384x256 bf16: 25 MB fit L2", problem{dtype: tensor.BF16, gated: true, rows: 16384, cols: 256, sx: 512, sy: 256, x: 256, y: 512}, false},
+		{"unary 16384x8192 f32: 1 GB", problem{dtype: tensor.F32, rows: 16384, cols: 8192, sx: 8192, sy: 8192, x: 256, y: 512}, true},
+		{"unary 4096x4096 bf16: 67 MB", problem{dtype: tensor.BF16, rows: 4096, cols: 4096, sx: 4096, sy: 4096, x: 256, y: 512}, true},
+		{"unary 4096x3848 bf16: just over L2", problem{dtype: tensor.BF16, rows: 4096, cols: 3848, sx: 3848, sy: 3848, x: 256, y: 512}, true},
+		{"unary 4096x3840 bf16: exactly L2", problem{dtype: tensor.BF16, rows: 4096, cols: 3840, sx: 3840, sy: 3840, x: 256, y: 512}, false},
+		{"unary 8-byte reads (stride 4100)", problem{dtype: tensor.BF16, rows: 16384, cols: 4096, sx: 4100, sy: 4096, x: 256, y: 512}, false},
+		{"in place, large", problem{dtype: tensor.BF16, rows: 16384, cols: 8192, sx: 8192, sy: 8192, x: 256, y: 256, inplace: true}, true},
+	} {
+		if got := baseConfig(h200, c.p).evictLast; got != c.want {
+			t.Errorf("%s: evictLast = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestGatedSpec checks the compile-time layout and SwiGLU flag of gated
 // problems and the offsets the kernel's scalar tail reads gate and up at.
 func TestGatedSpec(t *testing.T) {
@@ -122,8 +147,9 @@ func TestGatedSpec(t *testing.T) {
 }
 
 // TestGridStride runs the kernels with a grid far smaller than the work, so
-// every thread takes many passes of the grid-stride loop, and compares with
-// the CPU reference.
+// every thread takes many passes of the grid-stride loop, with and without
+// the L2 evict-last reads (which the picker keeps for calls larger than these),
+// and compares with the CPU reference.
 func TestGridStride(t *testing.T) {
 	dev := gputest.Device(t)
 	silu := gatedParams{GatedOptions: GatedOptions{Kind: KindSiLU}, alpha: 1}
@@ -142,45 +168,48 @@ func TestGridStride(t *testing.T) {
 		{"gated halves", tensor.BF16, []int{200, 512}, []int{200, 256}, nil, true, silu},
 		{"swiglu interleaved tail", tensor.F32, []int{300, 46}, []int{300, 23}, []int{24, 1}, true, swiglu},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			rng, seed := tensor.NewRNG()
-			x := tensor.Rand(rng, c.dt, 3, c.x...)
-			y, err := hostTensor(c.dt, c.y, c.ys)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := check.Run(dev, check.Spec{
-				Tensors: []*tensor.Tensor{x, y}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
-				Tol: map[int]check.Tolerance{1: tolerance(c.dt)},
-				Run: func(ts []*tensor.Tensor) error {
-					x, y := ts[0], ts[1]
-					if !x.IsDevice() {
-						if c.gated {
-							return gated("test", nil, y, x, c.params)
+		for _, evictLast := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/evictLast=%v", c.name, evictLast), func(t *testing.T) {
+				rng, seed := tensor.NewRNG()
+				x := tensor.Rand(rng, c.dt, 3, c.x...)
+				y, err := hostTensor(c.dt, c.y, c.ys)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := check.Run(dev, check.Spec{
+					Tensors: []*tensor.Tensor{x, y}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
+					Tol: map[int]check.Tolerance{1: tolerance(c.dt)},
+					Run: func(ts []*tensor.Tensor) error {
+						x, y := ts[0], ts[1]
+						if !x.IsDevice() {
+							if c.gated {
+								return gated("test", nil, y, x, c.params)
+							}
+							return unary("test", nil, y, x, KindSiLU)
 						}
-						return unary("test", nil, y, x, KindSiLU)
-					}
-					p := unaryProblem(y, x, KindSiLU)
-					if c.gated {
-						p = gatedProblem(y, x, c.params)
-					}
-					cfg := baseConfig(p)
-					fn, err := kernels.Get(dev, p.spec(cfg))
-					if err != nil {
-						return err
-					}
-					cfg.block, cfg.grid = 64, 3
-					return p.launch(dev.DefaultStream(), fn, cfg)
-				},
+						p := unaryProblem(y, x, KindSiLU)
+						if c.gated {
+							p = gatedProblem(y, x, c.params)
+						}
+						cfg := baseConfig(dev.Props(), p)
+						cfg.evictLast = evictLast && cfg.vec*c.dt.Size() == 16
+						fn, err := kernels.Get(dev, p.spec(cfg))
+						if err != nil {
+							return err
+						}
+						cfg.block, cfg.grid = 64, 3
+						return p.launch(dev.DefaultStream(), fn, cfg)
+					},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.Pass {
+					t.Fatalf("seed %d: %v", seed, r)
+				}
+				t.Log(r)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !r.Pass {
-				t.Fatalf("seed %d: %v", seed, r)
-			}
-			t.Log(r)
-		})
+		}
 	}
 }
 

@@ -10,18 +10,19 @@ import (
 )
 
 // TestKernelsCompile compiles, with NVRTC alone, the specializations the
-// picker yields on an H200 for prefill, single- and multi-token decode and
-// in-place decode (decode in each state mode), in every dtype, width and
-// activation (see gputest.CompileAll). The prefill ring's bulk copies need
-// an NVRTC of version 12 or newer (sm_90a).
+// picker yields on an H200 for prefill (larger and smaller than L2), single-
+// and multi-token decode and in-place decode (decode in each state mode),
+// in every dtype, width and activation (see gputest.CompileAll). The
+// prefill ring's bulk copies need an NVRTC of version 12 or newer (sm_90a).
 func TestKernelsCompile(t *testing.T) {
-	h200 := cuda.Props{SMs: 132}
+	h200 := cuda.Props{SMs: 132, L2Bytes: 60 << 20}
 	specs := map[kernelSpec]bool{}
 	var kernels []jit.Kernel
 	for _, dt := range []tensor.DType{bf16, f16, f32} {
 		for width := MinWidth; width <= MaxWidth; width++ {
 			for _, sh := range []shape{
 				{dim: 8192, tokens: 4096, seqs: 1},
+				{dim: 8192, tokens: 1024, seqs: 1}, // the ring without the L2 evict-last copies: x and y fit L2
 				{dim: 8192, tokens: 256, seqs: 256, seqLen: 1},
 				{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, inPlace: true},
 				{dim: 8192, tokens: 1024, seqs: 256, seqLen: 4},

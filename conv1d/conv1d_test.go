@@ -8,4 +8,16 @@ import (
 
 func TestParity(t *testing.T) { gputest.RunChecks(t, "conv1d") }
 
+// TestParityEvictLast runs the parity cases with the L2 evict-last bulk
+// copies on every ring, which the picker keeps for calls larger than L2.
+func TestParityEvictLast(t *testing.T) {
+	gputest.Device(t)
+	defer func() { tune = nil }()
+	tune = func(_ shape, c config) config {
+		c.evictLast = c.ring > 0
+		return c
+	}
+	gputest.RunChecks(t, "conv1d")
+}
+
 func BenchmarkConv1d(b *testing.B) { gputest.RunBenches(b, "conv1d") }

@@ -8,8 +8,8 @@ import (
 )
 
 func TestPickConfig(t *testing.T) {
-	h100 := cuda.Props{SMs: 132}
-	small := cuda.Props{SMs: 8}
+	h100 := cuda.Props{SMs: 132, L2Bytes: 50 << 20}
+	small := cuda.Props{SMs: 8, L2Bytes: 4 << 20}
 	for _, tc := range []struct {
 		name  string
 		props cuda.Props
@@ -17,11 +17,13 @@ func TestPickConfig(t *testing.T) {
 		want  config
 	}{
 		{"prefill 4096x8192 bf16", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8},
-			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4}},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4, evictLast: true}},
 		{"prefill 32768x8192 bf16", h100, shape{dim: 8192, tokens: 32768, seqs: 1, elemSize: 2, maxVec: 8},
-			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4}},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4, evictLast: true}},
+		{"prefill 1024x8192 bf16: 34 MB fit L2", h100, shape{dim: 8192, tokens: 1024, seqs: 1, elemSize: 2, maxVec: 8},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 12, ring: 8, stages: 4}},
 		{"prefill on few SMs", small, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8},
-			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4}},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4, evictLast: true}},
 		{"prefill unaligned rows: registers", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 4},
 			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
 		{"prefill f32: the ring would not fit", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 4, maxVec: 4},
@@ -35,7 +37,7 @@ func TestPickConfig(t *testing.T) {
 		{"multi-token decode keeps the batch", h100, shape{dim: 8192, tokens: 1024, seqs: 256, seqLen: 4, elemSize: 2, maxVec: 8},
 			config{vec: 4, unroll: 8, hints: true, minBlocks: 6, threads: 128, chunk: 24}},
 		{"dense batch streams", h100, shape{dim: 8192, tokens: 8192, seqs: 4, seqLen: 2048, elemSize: 2, maxVec: 8},
-			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4}},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4, evictLast: true}},
 		{"odd dim f32", h100, shape{dim: 37, tokens: 100, seqs: 2, elemSize: 4, maxVec: 1},
 			config{vec: 1, unroll: 8, minBlocks: 6, threads: 32, chunk: 8}},
 		{"f32 packs", small, shape{dim: 1000, tokens: 5000, seqs: 1, elemSize: 4, maxVec: 4},

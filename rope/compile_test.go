@@ -9,8 +9,9 @@ import (
 )
 
 // TestKernelsCompile compiles, with NVRTC alone, the specializations the
-// pickers yield for every dtype pair, style and vector width (see
-// gputest.CompileAll).
+// pickers yield for every dtype pair, style and vector width, the
+// [B, H, S, D] ones also with the L2 evict-last reads where they are 16 bytes
+// (see gputest.CompileAll).
 func TestKernelsCompile(t *testing.T) {
 	var specs []spec
 	for _, p := range dtypePairs {
@@ -28,6 +29,10 @@ func TestKernelsCompile(t *testing.T) {
 				bhsd := base
 				bhsd.hpt, bhsd.pass, bhsd.wide = 1, 16/p[0].Size(), true
 				specs = append(specs, bhsd)
+				if base.da == 16 { // large [B, H, S, D] launches: L2 evict-last reads
+					bhsd.evict = true
+					specs = append(specs, bhsd)
+				}
 			}
 			if style == GPTJ { // odd strides: pairs split in two
 				specs = append(specs, spec{dt: p[0], cdt: p[1], style: style, v: 1, da: p[0].Size(), hpt: 1, pass: 1})

@@ -26,6 +26,7 @@ type spec struct {
 	minB    int  // launch bounds: resident blocks per SM (caps registers)
 	cs      bool // evict-first data stores
 	flat    bool // 1-D blocks over (chunk, head lane, token)
+	evict   bool // L2 evict-last 16-byte data reads
 }
 
 var ctypes = map[tensor.DType]string{tensor.F32: "float", tensor.BF16: "bf16", tensor.F16: "f16",
@@ -34,7 +35,8 @@ var ctypes = map[tensor.DType]string{tensor.F32: "float", tensor.BF16: "bf16", t
 func (k spec) kernel() jit.Kernel {
 	defs := map[string]any{"ROPE_T": ctypes[k.dt], "ROPE_C": ctypes[k.cdt], "ROPE_NEOX": b2i(k.style == NeoX),
 		"ROPE_V": k.v, "ROPE_DA": k.da, "ROPE_HPT": k.hpt, "ROPE_PASS": k.pass,
-		"ROPE_MAXT": k.maxT, "ROPE_MINB": k.minB, "ROPE_CS": b2i(k.cs), "ROPE_FLAT": b2i(k.flat)}
+		"ROPE_MAXT": k.maxT, "ROPE_MINB": k.minB, "ROPE_CS": b2i(k.cs), "ROPE_FLAT": b2i(k.flat),
+		"ROPE_EVICT": b2i(k.evict)}
 	defs["ROPE_HOFF"] = "int"
 	if k.wide {
 		defs["ROPE_HOFF"] = "i64"
@@ -129,6 +131,7 @@ type knobs struct {
 	occ     int  // resident threads per SM the registers must allow; 0: the compiler's choice
 	cs      bool // evict-first data stores
 	flat    bool // serving layout: 1-D blocks over (chunk, head lane, token)
+	evict   bool // L2 evict-last data reads (16-byte ones)
 }
 
 // launchCfg is how a launch spreads the work.
@@ -177,9 +180,21 @@ const flatBytes = 32
 //   - An in-place identity pass (16-byte load and store back) streams at 99%
 //     of a same-size copy (176–704 MB moved): rotating in place costs
 //     nothing over a copy by itself.
+//
+// [B, H, S, D] launches whose data, read and written, exceed L2 read them
+// under an L2 evict-last policy (load16_evict_last in kittens.cuh). On an
+// H200, two rounds (µs, without → with): 4x32x1024x128 21.09 → 20.54 and
+// 20.93 → 20.74, 8x32x2048x128 68.54 → 66.56 and 68.54 → 67.26 (in place
+// 69.09 → 68.13 and 68.90 → 68.00), 16x32x4096x128 256.9 → 253.7 and
+// 256.7 → 254.2 (in place 260.5 → 255.6 twice). The serving layout goes
+// without: there it lost, llama3-8b T=4096 25.22 → 25.63 and 25.15 →
+// 25.82, T=16384 85.54 → 87.42 and 85.50 → 87.23, deepseek-v3 T=4096
+// 37.12 → 38.66 and 37.06 → 38.98 (flat launches, in place like the
+// [B, H, S, D] ones above that gained).
 func pickKnobs(props cuda.Props, tokens, heads, nc, chunkBytes int, spreadHeads bool) knobs {
 	if !spreadHeads {
-		return knobs{hpt: 1, threads: 128}
+		evict := 2*int64(tokens)*int64(heads)*int64(nc)*int64(chunkBytes) > int64(props.L2Bytes)
+		return knobs{hpt: 1, threads: 128, evict: evict}
 	}
 	hpt := min(4, max(1, flatBytes/chunkBytes))
 	lanes := (heads + hpt - 1) / hpt
@@ -248,6 +263,7 @@ func launch(s *cuda.Stream, dev *cuda.Device, sp spec, a kernelArgs, spreadHeads
 	heads := a.n0 + a.n1
 	cfg := pickLaunch(dev.Props(), a.ntok*a.batch, heads, a.half/sp.v, 2*sp.v*sp.dt.Size(), spreadHeads)
 	sp.hpt, sp.cs, sp.flat = cfg.hpt, cfg.cs, cfg.flat
+	sp.evict = cfg.evict && sp.da == 16 // only 16-byte reads take the policy
 	if cfg.occ > 0 {
 		// The bound is for the target block size (≥ this block's), so
 		// shapes that differ only in their blocks share a specialization.

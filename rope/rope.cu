@@ -39,7 +39,8 @@
 // ROPE_V (pairs per chunk), ROPE_DA (alignment of a data access, bytes),
 // ROPE_HPT (heads per thread), ROPE_PASS (elements per pass-through copy; 0:
 // no copy), ROPE_POS (optional: i32 or i64), ROPE_HOFF (int or i64: head
-// offsets), ROPE_FLAT (1-D blocks), ROPE_CS (evict-first stores), ROPE_MAXT
+// offsets), ROPE_FLAT (1-D blocks), ROPE_CS (evict-first stores), ROPE_EVICT
+// (L2 evict-last data reads, see dload), ROPE_MAXT
 // and ROPE_MINB (launch bounds: threads per block and resident blocks per
 // SM, which cap the registers; ROPE_MAXT 0: no bounds).
 #include "kittens.cuh"
@@ -75,6 +76,20 @@ struct alignas(A) Vec<E, N, A, false> {
 
 template <class E, int N, int A = alignof(Vec<E, N>)>
 KI Vec<E, N, A> vload(const E* p) { return *reinterpret_cast<const Vec<E, N, A>*>(p); }
+
+// dload reads a data access; with ROPE_EVICT a 16-byte one asks L2 to evict
+// the line last (load16_evict_last, a coherent load: in place, the kernel
+// writes what it reads).
+template <class E, int N, int A>
+KI Vec<E, N, A> dload(const E* p) {
+  if constexpr (ROPE_EVICT && sizeof(Vec<E, N, A>) == 16 && A == 16) {
+    Vec<E, N, A> x;
+    load16_evict_last(p, x.w);
+    return x;
+  } else {
+    return vload<E, N, A>(p);
+  }
+}
 
 // vstore writes x to p; 16-byte stores carry the evict-first (.cs) hint when
 // ROPE_CS is 1: nothing reads the output again in this kernel.
@@ -241,9 +256,9 @@ rope(const T* src0, T* dst0, T* qk1,
       const int h = h0 + j * by;
       if (h < hhi) {
         const T* p = (h < n0 ? s0 + h * s0h : o1 + (h - n0) * s1h) + e;
-        x.a[j] = vload<T, W, DA>(p);
+        x.a[j] = dload<T, W, DA>(p);
 #if ROPE_NEOX
-        x.z[j] = vload<T, W, DA>(p + half);
+        x.z[j] = dload<T, W, DA>(p + half);
 #endif
       }
     }

@@ -352,7 +352,7 @@ func TestPickPass(t *testing.T) {
 // TestPickLaunch checks the launch shapes on simulated devices: an H200's
 // 132 SMs, and 16 SMs, where fewer tokens fill the GPU twice over.
 func TestPickLaunch(t *testing.T) {
-	h200, small := cuda.Props{SMs: 132}, cuda.Props{SMs: 16}
+	h200, small := cuda.Props{SMs: 132, L2Bytes: 60 << 20}, cuda.Props{SMs: 16, L2Bytes: 4 << 20}
 	cases := []struct {
 		name                  string
 		props                 cuda.Props
@@ -361,21 +361,22 @@ func TestPickLaunch(t *testing.T) {
 		flat                  bool
 		hpt, occ              int
 		hb, bx, by, bz        int
-		nb, chunkBlocks       int // blocks per token (3-D), blocks of chunks
+		nb, chunkBlocks       int  // blocks per token (3-D), blocks of chunks
+		evict                 bool // L2 evict-last reads: [B, H, S, D] data exceeding L2
 	}{
-		{"llama decode T=1", h200, 1, 40, 8, 32, true, false, 4, 1024, 40, 8, 10, 1, 1, 1},
-		{"llama T=16384", h200, 16384, 40, 8, 32, true, true, 1, 1536, 40, 128, 1, 1, 0, 1},
-		{"deepseek T=4096", h200, 4096, 129, 8, 16, true, true, 2, 1536, 65, 128, 1, 1, 0, 1},
-		{"qwen3-next T=4096", h200, 4096, 18, 4, 32, true, false, 4, 1024, 20, 4, 5, 6, 1, 1},
-		{"qwen3-next T=4096, 16 SMs", small, 4096, 18, 4, 32, true, true, 1, 1536, 18, 128, 1, 1, 0, 1},
-		{"flat past 2^31 threads", h200, 1 << 22, 129, 8, 16, true, false, 2, 1536, 26, 8, 13, 1, 5, 1},
-		{"small heads", h200, 64, 4, 2, 32, true, false, 4, 1024, 4, 2, 1, 64, 1, 1},
-		{"few tokens", h200, 3, 4, 2, 32, true, false, 4, 1024, 4, 2, 1, 3, 1, 1},
-		{"huge head", h200, 64, 2, 1024, 4, true, false, 4, 1024, 4, 1024, 1, 1, 1, 1},
-		{"head of 2048 chunks", h200, 64, 2, 2048, 4, true, false, 4, 1024, 4, 1024, 1, 1, 1, 2},
-		{"bhsd 16x4096 H=32", h200, 16 * 4096, 32, 8, 32, false, false, 1, 0, 1, 8, 1, 16, 32, 1},
-		{"bhsd short", h200, 5, 3, 8, 32, false, false, 1, 0, 1, 8, 1, 5, 3, 1},
-		{"bhsd head dim 6", h200, 4096, 8, 3, 8, false, false, 1, 0, 1, 3, 1, 42, 8, 1},
+		{"llama decode T=1", h200, 1, 40, 8, 32, true, false, 4, 1024, 40, 8, 10, 1, 1, 1, false},
+		{"llama T=16384", h200, 16384, 40, 8, 32, true, true, 1, 1536, 40, 128, 1, 1, 0, 1, false},
+		{"deepseek T=4096", h200, 4096, 129, 8, 16, true, true, 2, 1536, 65, 128, 1, 1, 0, 1, false},
+		{"qwen3-next T=4096", h200, 4096, 18, 4, 32, true, false, 4, 1024, 20, 4, 5, 6, 1, 1, false},
+		{"qwen3-next T=4096, 16 SMs", small, 4096, 18, 4, 32, true, true, 1, 1536, 18, 128, 1, 1, 0, 1, false},
+		{"flat past 2^31 threads", h200, 1 << 22, 129, 8, 16, true, false, 2, 1536, 26, 8, 13, 1, 5, 1, false},
+		{"small heads", h200, 64, 4, 2, 32, true, false, 4, 1024, 4, 2, 1, 64, 1, 1, false},
+		{"few tokens", h200, 3, 4, 2, 32, true, false, 4, 1024, 4, 2, 1, 3, 1, 1, false},
+		{"huge head", h200, 64, 2, 1024, 4, true, false, 4, 1024, 4, 1024, 1, 1, 1, 1, false},
+		{"head of 2048 chunks", h200, 64, 2, 2048, 4, true, false, 4, 1024, 4, 1024, 1, 1, 1, 2, false},
+		{"bhsd 16x4096 H=32", h200, 16 * 4096, 32, 8, 32, false, false, 1, 0, 1, 8, 1, 16, 32, 1, true},
+		{"bhsd short", h200, 5, 3, 8, 32, false, false, 1, 0, 1, 8, 1, 5, 3, 1, false},
+		{"bhsd head dim 6", h200, 4096, 8, 3, 8, false, false, 1, 0, 1, 3, 1, 42, 8, 1, false},
 	}
 	for _, c := range cases {
 		got := pickLaunch(c.props, c.tokens, c.heads, c.nc, c.cb, c.spread)
@@ -385,9 +386,9 @@ func TestPickLaunch(t *testing.T) {
 			nb = (c.heads + got.hb - 1) / got.hb
 		}
 		if got.flat != c.flat || got.hpt != c.hpt || got.occ != c.occ || got.hb != c.hb || got.cb != c.chunkBlocks ||
-			int(b.X) != c.bx || int(b.Y) != c.by || int(b.Z) != c.bz || nb != c.nb {
-			t.Errorf("%s: flat %v, hpt %d, occ %d, hb %d (%d blocks per token, %d of chunks), block %v; want %v, %d, %d, %d (%d, %d), %dx%dx%d",
-				c.name, got.flat, got.hpt, got.occ, got.hb, nb, got.cb, b, c.flat, c.hpt, c.occ, c.hb, c.nb, c.chunkBlocks, c.bx, c.by, c.bz)
+			int(b.X) != c.bx || int(b.Y) != c.by || int(b.Z) != c.bz || nb != c.nb || got.evict != c.evict {
+			t.Errorf("%s: flat %v, hpt %d, occ %d, hb %d (%d blocks per token, %d of chunks), block %v, evict %v; want %v, %d, %d, %d (%d, %d), %dx%dx%d, %v",
+				c.name, got.flat, got.hpt, got.occ, got.hb, nb, got.cb, b, got.evict, c.flat, c.hpt, c.occ, c.hb, c.nb, c.chunkBlocks, c.bx, c.by, c.bz, c.evict)
 		}
 		if n := b.X * b.Y * b.Z; n > 1024 {
 			t.Errorf("%s: %d threads per block", c.name, n)

@@ -23,6 +23,9 @@ func (k knobs) String() string {
 	if k.flat {
 		s += "/flat"
 	}
+	if k.evict {
+		s += "/evict"
+	}
 	return s
 }
 
@@ -41,13 +44,15 @@ var tuneKnobs = []knobs{
 }
 
 // parityKnobs are launch choices the parity cases do not reach through
-// pickKnobs (their shapes are small): flat launches, and 3-D launches with
-// the flat knobs (a flat launch of more than 2³¹ threads falls back to them).
+// pickKnobs (their shapes are small): flat launches, 3-D launches with the
+// flat knobs (a flat launch of more than 2³¹ threads falls back to them),
+// and the L2 evict-last reads of [B, H, S, D] launches larger than L2.
 var parityKnobs = []knobs{
 	{hpt: 1, threads: 128, occ: 1536, cs: true, flat: true},
 	{hpt: 2, threads: 128, occ: 1536, cs: true, flat: true},
 	{hpt: 4, threads: 256, flat: true},
 	{hpt: 2, threads: 64, occ: 1536, cs: true},
+	{hpt: 1, threads: 128, evict: true},
 }
 
 // touchFuncs is an in-place identity pass (16-byte load, store back), the

@@ -56,6 +56,9 @@
 #ifndef BULK
 #define BULK 0 // softmax_bulk: each block copies its share of a row into shared memory
 #endif
+#ifndef EVICT_LAST
+#define EVICT_LAST 0 // 16-byte and bulk reads of x ask L2 to evict their lines last
+#endif
 
 typedef DTYPE T;
 constexpr int V = VEC, R = NVEC, G = GROUP;
@@ -131,12 +134,24 @@ struct Raw { Vec v[R]; };
 
 KI int col(int base, int lanes, int lane, int r) { return base + (r * lanes + lane) * V; }
 
+// vload reads a whole vector of x; with EVICT_LAST a 16-byte one asks L2 to
+// evict the line last (load16_evict_last: a coherent load, y may be x).
+KI VecBits vload(const T* p) {
+  if constexpr (EVICT_LAST && sizeof(VecBits) == 16) {
+    VecBits b;
+    load16_evict_last(p, reinterpret_cast<u32*>(&b));
+    return b;
+  } else {
+    return *reinterpret_cast<const VecBits*>(p);
+  }
+}
+
 KI void fetch(const T* row, int base, int lanes, int lane, int end, Raw& raw) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int c = col(base, lanes, lane, r);
     if (c + V <= end) {
-      raw.v[r].bits = *reinterpret_cast<const VecBits*>(row + c);
+      raw.v[r].bits = vload(row + c);
     } else {
 #pragma unroll
       for (int i = 0; i < V; ++i) raw.v[r].e[i] = c + i < end ? row[c + i] : T{};
@@ -167,7 +182,7 @@ KI void load_tile(const T* row, int base, int lanes, int lane, int end, float a2
     const int c = col(base, lanes, lane, r);
     if (c + V <= end) {
       Vec u;
-      u.bits = *reinterpret_cast<const VecBits*>(row + c);
+      u.bits = vload(row + c);
 #pragma unroll
       for (int i = 0; i < V; ++i) v[r * V + i] = to_float(u.e[i]) * a2;
     } else {
@@ -552,7 +567,9 @@ softmax_bulk(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, flo
         if (g >= slots) mbar_wait(&empty[ps], eph);
         const u32 bytes = (u32)span(pp) * 16u;
         mbar_expect_tx(&full[ps], bytes);
-        bulk_load(ring + ps * piece, x + (i64)(first + pr * step) * ldx + begin + pp * piece * V, bytes, &full[ps]);
+        const T* src = x + (i64)(first + pr * step) * ldx + begin + pp * piece * V;
+        if constexpr (EVICT_LAST) bulk_load_evict_last(ring + ps * piece, src, bytes, &full[ps]);
+        else bulk_load(ring + ps * piece, src, bytes, &full[ps]);
         if (++pp == np) pp = 0, ++pr;
         if (++ps == slots) {
           ps = 0;

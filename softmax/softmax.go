@@ -105,10 +105,11 @@ var kernels = jit.Funcs[spec]{Kernel: func(sp spec) jit.Kernel {
 // defines specializes softmax.cu.
 func (sp spec) defines() []string {
 	if sp.Bulk {
-		return jit.Defines(map[string]any{"DTYPE": sp.dtypeName(), "VEC": sp.Vec, "MAXT": sp.MaxT, "BULK": 1})
+		return jit.Defines(map[string]any{"DTYPE": sp.dtypeName(), "VEC": sp.Vec, "MAXT": sp.MaxT, "BULK": 1,
+			"EVICT_LAST": b2i(sp.EvictLast)})
 	}
 	return jit.Defines(map[string]any{"DTYPE": sp.dtypeName(), "VEC": sp.Vec, "NVEC": sp.NVec, "GROUP": sp.Group,
-		"MAXT": sp.MaxT, "PREFETCH": b2i(sp.Prefetch)})
+		"MAXT": sp.MaxT, "PREFETCH": b2i(sp.Prefetch), "EVICT_LAST": b2i(sp.EvictLast)})
 }
 
 func b2i(b bool) int {

@@ -274,27 +274,32 @@ func TestPickConfig(t *testing.T) {
 		block int
 		cl    int
 		strm  bool
+		evict bool // pickConfig's L2 evict-last reads: 16-byte reads of more than L2
 	}{
-		{h200, 65536, 128, tensor.BF16, 8, 8, 2, 256, 1, false},
-		{h200, 4096, 128, tensor.BF16, 8, 8, 2, 64, 1, false},
-		{h200, 4096, 4096, tensor.BF16, 8, 0, 2, 256, 1, false},
-		{h200, 16384, 8192, tensor.BF16, 8, 0, 2, 512, 1, false},
-		{h200, 16, 262144, tensor.F32, 4, 0, 2, 512, 8, true},
-		{h200, 256, 262144, tensor.BF16, 8, 0, 2, 512, 8, true},
-		{h200, 256, 131072, tensor.BF16, 8, 0, 4, 512, 8, false},
-		{h200, 256, 32768, tensor.F32, 4, 0, 2, 1024, 1, true},
-		{h200, 256, 32768, tensor.BF16, 8, 0, 4, 1024, 1, false},
-		{h200, 256, 131072, tensor.F32, 4, 0, 2, 512, 8, true},
-		{h200, 64, 151936, tensor.BF16, 8, 0, 2, 512, 8, true},
-		{h200, 4, 1 << 20, tensor.F32, 4, 0, 2, 512, 8, true},
-		{small, 16, 262144, tensor.F32, 4, 0, 2, 1024, 1, true},
-		{small, 16, 8192, tensor.BF16, 8, 0, 2, 512, 1, false},
-		{h200, 10, 100003, tensor.BF16, 1, 0, 8, 512, 8, true},
-		{h200, 1, 2, tensor.F32, 2, 1, 1, 64, 1, false},
+		{h200, 65536, 128, tensor.BF16, 8, 8, 2, 256, 1, false, false},
+		{h200, 4096, 128, tensor.BF16, 8, 8, 2, 64, 1, false, false},
+		{h200, 4096, 4096, tensor.BF16, 8, 0, 2, 256, 1, false, true},
+		{h200, 16384, 8192, tensor.BF16, 8, 0, 2, 512, 1, false, true},
+		{h200, 16, 262144, tensor.F32, 4, 0, 2, 512, 8, true, false},
+		{h200, 256, 262144, tensor.BF16, 8, 0, 2, 512, 8, true, true},
+		{h200, 256, 131072, tensor.BF16, 8, 0, 4, 512, 8, false, true},
+		{h200, 256, 32768, tensor.F32, 4, 0, 2, 1024, 1, true, true},
+		{h200, 256, 32768, tensor.BF16, 8, 0, 4, 1024, 1, false, false},
+		{h200, 256, 131072, tensor.F32, 4, 0, 2, 512, 8, true, true},
+		{h200, 64, 151936, tensor.BF16, 8, 0, 2, 512, 8, true, false},
+		{h200, 4, 1 << 20, tensor.F32, 4, 0, 2, 512, 8, true, false},
+		{small, 16, 262144, tensor.F32, 4, 0, 2, 1024, 1, true, true},
+		{small, 16, 8192, tensor.BF16, 8, 0, 2, 512, 1, false, false},
+		{h200, 10, 100003, tensor.BF16, 1, 0, 8, 512, 8, true, false},
+		{h200, 1, 2, tensor.F32, 2, 1, 1, 64, 1, false, false},
 	} {
 		got := pickRegister(c.p, c.m, c.n, c.dt, c.vec)
 		checkInvariants(t, c.p, c.m, c.n, got)
-		if all := pickConfig(c.p, c.m, c.n, c.dt, c.vec); !all.Bulk && all != got {
+		all := pickConfig(c.p, c.m, c.n, c.dt, c.vec)
+		if all.EvictLast != c.evict {
+			t.Errorf("%s %dx%d %s vec %d: EvictLast %v, want %v", c.p.Name, c.m, c.n, c.dt, c.vec, all.EvictLast, c.evict)
+		}
+		if all.EvictLast = false; !all.Bulk && all != got {
 			t.Errorf("%s %dx%d %s vec %d: pickConfig %+v is neither bulk nor pickRegister's %+v", c.p.Name, c.m, c.n, c.dt, c.vec, all, got)
 		}
 		if got.Group != c.group || got.NVec != c.nvec || got.Block != c.block || got.Cluster != c.cl || got.Stream != c.strm {
@@ -497,7 +502,8 @@ func TestKernelResources(t *testing.T) {
 
 // TestRegisterPath runs long aligned rows, which take the bulk path on
 // Hopper, through the register path's configs for this GPU (clusters with
-// rows in registers, streamed rows) against the reference.
+// rows in registers, streamed rows), with and without the L2 evict-last
+// reads, against the reference.
 func TestRegisterPath(t *testing.T) {
 	dev := gputest.Device(t)
 	rng, seed := tensor.NewRNG()
@@ -513,16 +519,20 @@ func TestRegisterPath(t *testing.T) {
 		{tensor.F32, 3, 400000, false, false},
 		{tensor.BF16, 512, 8192, true, false},
 	} {
-		cfg := pickRegister(dev.Props(), c.m, c.n, c.dt, 16/c.dt.Size())
-		name := fmt.Sprintf("%s %dx%d inplace %v special %v: %+v", c.dt, c.m, c.n, c.inPlace, c.special, cfg)
-		runConfig(t, dev, name, seed, rng, c.dt, c.m, c.n, 0, 0, c.inPlace, c.special, cfg)
+		for _, evict := range []bool{false, true} {
+			cfg := pickRegister(dev.Props(), c.m, c.n, c.dt, 16/c.dt.Size())
+			cfg.EvictLast = evict
+			name := fmt.Sprintf("%s %dx%d inplace %v special %v: %+v", c.dt, c.m, c.n, c.inPlace, c.special, cfg)
+			runConfig(t, dev, name, seed, rng, c.dt, c.m, c.n, 0, 0, c.inPlace, c.special, cfg)
+		}
 	}
 }
 
 // TestBulkVariants runs softmax_bulk configs the picker may not choose on
 // this GPU (clusters of 16, uneven pieces, rings deeper than a chunk, rows
 // walked by a cluster, one wave of resident clusters, strides, in place,
-// special values) against the reference.
+// special values; every other one with the L2 evict-last reads) against the
+// reference.
 func TestBulkVariants(t *testing.T) {
 	dev := gputest.Device(t)
 	p := dev.Props()
@@ -530,7 +540,7 @@ func TestBulkVariants(t *testing.T) {
 		t.Skip("bulk copies need Hopper")
 	}
 	rng, seed := tensor.NewRNG()
-	for _, c := range []struct {
+	for i, c := range []struct {
 		dt                                  tensor.DType
 		m, n, ldx, ldy                      int
 		cl, pieces, slots, threads, rowsPer int
@@ -561,9 +571,10 @@ func TestBulkVariants(t *testing.T) {
 		{tensor.BF16, 24, 131072, 0, 0, 3, 8, 20, 512, 0, false, true},
 		{tensor.F32, 40, 65536, 0, 0, 6, 5, 11, 480, 0, false, false},
 	} {
-		name := fmt.Sprintf("%s %dx%d ld %d/%d cl %d pieces %d slots %d threads %d rows %d inplace %v special %v",
-			c.dt, c.m, c.n, c.ldx, c.ldy, c.cl, c.pieces, c.slots, c.threads, c.rowsPer, c.inPlace, c.special)
 		cfg := bulkConfig(p, c.m, c.n, c.dt, c.cl, c.pieces, c.slots, c.threads, c.rowsPer)
+		cfg.EvictLast = i%2 == 1
+		name := fmt.Sprintf("%s %dx%d ld %d/%d cl %d pieces %d slots %d threads %d rows %d inplace %v special %v evict %v",
+			c.dt, c.m, c.n, c.ldx, c.ldy, c.cl, c.pieces, c.slots, c.threads, c.rowsPer, c.inPlace, c.special, cfg.EvictLast)
 		checkInvariants(t, p, c.m, c.n, cfg)
 		runConfig(t, dev, name, seed, rng, c.dt, c.m, c.n, c.ldx, c.ldy, c.inPlace, c.special, cfg)
 	}
