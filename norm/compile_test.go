@@ -19,7 +19,8 @@ var variants = []kernelKey{
 }
 
 // TestKernelsCompile compiles, with NVRTC alone, every specialization the
-// picker yields for a spread of row lengths, with both looped flavours and
+// picker yields for a spread of row lengths (4096 rows, and 16384, where
+// LayerNorm launches outgrow L2), with both looped flavours and
 // every row loop (striding, prefetching, waves) and, for 16-byte accesses,
 // with the L2 hint flipped (see gputest.CompileAll).
 func TestKernelsCompile(t *testing.T) {
@@ -27,8 +28,12 @@ func TestKernelsCompile(t *testing.T) {
 	for _, v := range variants {
 		for _, dt := range activationDTypes {
 			for _, n := range []int{1, 16, 64, 128, 1000, 2048, 2880, 4097, 7168, 16384, 65536} {
-				for _, vector := range []bool{false, true} {
-					c := pickConfig(propsH100, rowShape{rows: 4096, n: n, elemSize: dt.Size(), heldFP32: v.add == addFP32,
+				for _, rv := range []struct {
+					rows   int
+					vector bool
+				}{{4096, false}, {4096, true}, {16384, true}} {
+					rows, vector := rv.rows, rv.vector
+					c := pickConfig(propsH100, rowShape{rows: rows, n: n, elemSize: dt.Size(), heldFP32: v.add == addFP32,
 						cachesTwo: v.op == opL2Backward, twoPass: v.op == opLayer, fused: v.add != addNone, vector: vector})
 					k := v
 					k.dtype = dt

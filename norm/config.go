@@ -60,6 +60,7 @@ type config struct {
 	waves     bool // a group (or block) per row: the grid covers the rows, is not lowered to one resident wave, and norm_rows serves one row per group
 	reload    bool // norm_rows loads weights and biases for each row where they are used, not once into registers
 	hint      bool // 16-byte row reads carry an L2 evict-last policy (HINT in norm.cu)
+	onePass   bool // 16-bit LayerNorm statistics in one pass around a shift (ONEPASS in norm.cu)
 }
 
 // Tuning constants of the picker. A register-resident row keeps at most
@@ -69,17 +70,20 @@ type config struct {
 // subWarpAccesses accesses (1024 bf16 elements) go to sub-warp groups so that
 // no barrier is needed. residentThreads is what one SM keeps resident.
 // LayerNorm rows of up to layerStrideAccesses accesses (4 Ki bf16) take a
-// resident, row-striding grid; longer ones a block per row.
+// resident, row-striding grid where the launch moves up to
+// layerStrideL2Multiple times what L2 holds; longer rows and larger
+// launches a block per row.
 const (
-	subWarpAccesses     = 128
-	layerStrideAccesses = 512
-	subWarpBlock        = 128
-	maxPerThread        = 4
-	maxBlockThreads     = 512
-	loopedThreads       = 512
-	latencyThreads      = 512
-	residentThreads     = 2048
-	staticSharedUsed    = 1024 // norm.cu's static shared memory (the largest Scratch: LayerNorm's)
+	subWarpAccesses       = 128
+	layerStrideAccesses   = 512
+	layerStrideL2Multiple = 2
+	subWarpBlock          = 128
+	maxPerThread          = 4
+	maxBlockThreads       = 512
+	loopedThreads         = 512
+	latencyThreads        = 512
+	residentThreads       = 2048
+	staticSharedUsed      = 1024 // norm.cu's static shared memory (the largest Scratch: LayerNorm's)
 )
 
 // pickConfig chooses the path and launch shape for a row shape on a device.
@@ -146,16 +150,26 @@ func pickConfig(p cuda.Props, s rowShape) config {
 			c.grid = min(c.grid, sms*residentThreads/c.threads)
 			c.prefetch = s.rows > c.grid*rowsPerBlock
 		}
-	case accesses <= layerStrideAccesses && s.twoPass && !s.fused && s.rows > sms:
-		// LayerNorm of one row read, rows of up to 4 Ki bf16: a resident
-		// grid that strides over the rows and loads the next row during this
-		// one's reductions, four accesses per thread (fewest threads to a
-		// row). On an H200, bf16 16384x2048 40.2 µs against 53.8 with one
-		// access a thread and 42.1 with a block per row; 4096x4096 23.8
-		// against 24.7 with a block per row (BenchmarkSweep). The grid is
-		// what the 128-register cap of a 512-thread bound surely keeps
-		// resident (the launcher lowers it further if the kernel needs more),
-		// so that prefetching is on wherever a block meets a second row.
+	case accesses <= layerStrideAccesses && s.twoPass && !s.fused && s.rows > sms &&
+		s.bytesMoved() <= layerStrideL2Multiple*int64(p.L2Bytes):
+		// LayerNorm of one row read, rows of up to 4 Ki bf16, in launches of
+		// up to twice L2: a resident grid that strides over the rows and
+		// loads the next row during this one's reductions, four accesses per
+		// thread (fewest threads to a row). On an H200, bf16 4096x4096 (67
+		// MB) 22.27 and 22.34 µs against 23.10 for a block per row with the
+		// late weight loads, the hint and one-pass statistics (22.66 at best
+		// for a block per row); before those, 16384x2048 40.2 against 53.8
+		// with one access a thread and 42.1 with a block per row
+		// (BenchmarkSweep). Larger launches gain more from the hint and a
+		// block per row (the next case): 16384x2048 (134 MB) 38.08 and 38.40
+		// µs against 39.04 and 39.07 here, 16384x4096 68.77 against 73.12
+		// and 74.62. A warp per row (8 or 16 accesses a lane, weights loaded
+		// late, no barrier; in waves or striding, one- or two-pass, with or
+		// without the hint) lost at both widths: 39.14 µs at best at
+		// 16384x2048, 75.55 at 16384x4096. The grid is what the 128-register
+		// cap of a 512-thread bound surely keeps resident (the launcher
+		// lowers it further if the kernel needs more), so that prefetching
+		// is on wherever a block meets a second row.
 		c.perThread = maxPerThread
 		c.threads = max(intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32), 64)
 		c.bound = maxBlockThreads
@@ -173,9 +187,11 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// the loads and reductions: layernorm 16384x7168 131.5 µs against
 		// 139.4 for the striding grid (160.0 without the late loads),
 		// 16384x8192 141.9 against 144.5, fused_add_layernorm 16384x8192
-		// 267.0 against 273.3 with two accesses a thread. Fused LayerNorm
-		// of shorter rows holds two accesses a thread instead: 4096x4096
-		// 38.9 µs against 40.1 with four.
+		// 267.0 against 273.3 with two accesses a thread. Fused rows of up
+		// to 4 Ki bf16 hold two accesses a thread instead:
+		// fused_add_layernorm 4096x4096 38.9 µs against 40.1 with four,
+		// fused_add_rmsnorm 4096x4096 36.10 against 36.80 (twice), with
+		// the hint.
 		//
 		// When the rows do not fill the SMs (decode, a handful of tokens) the
 		// time is latency, not bandwidth: the fewest accesses per thread in
@@ -187,7 +203,7 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		switch {
 		case s.rows <= sms:
 			c.perThread = min(intmath.CeilDiv(accesses, latencyThreads), maxPerThread)
-		case s.twoPass && accesses <= layerStrideAccesses: // fused: the resident grid took the others
+		case s.fused && accesses <= layerStrideAccesses:
 			c.perThread = 2
 		case s.twoPass:
 			c.reload = true
@@ -216,6 +232,11 @@ func pickConfig(p cuda.Props, s rowShape) config {
 	// 6.94 µs), and so it did on the resident, row-striding LayerNorm grids
 	// (layernorm 16384x2048 38.5 -> 39.5, 4096x4096 22.1 -> 22.7, 65536x128
 	// 13.4 -> 13.8) except at 16384x4096 (74.4 -> 72.0): those go without.
+	// L2 backward without the hint won in BenchmarkSweep (l2norm_bwd
+	// 65536x256 27.68 µs against 28.19 and 28.29) but lost in kittens bench
+	// (base, new, base, new in one run: 65536x256 28.00, 28.19, 28.19,
+	// 28.32 µs; 262144x256 96.42, 97.25, 96.51, 97.15), so it keeps it.
 	c.hint = c.waves && c.vec > 1 && s.bytesMoved() > int64(p.L2Bytes)
+	c.onePass = s.twoPass && s.elemSize == 2 && !c.looped
 	return c
 }

@@ -29,16 +29,16 @@ func TestPickConfigChoices(t *testing.T) {
 			config{vec: 8, perThread: 2, group: 8, threads: 128, bound: 128, grid: 4096, waves: true}},
 		{"LayerNorm 128 bf16: a resident grid that prefetches", propsH100,
 			rowShape{rows: 65536, n: 128, elemSize: 2, twoPass: true, vector: true},
-			config{vec: 8, perThread: 2, group: 8, threads: 128, bound: 128, grid: 132 * 16, prefetch: true}},
+			config{vec: 8, perThread: 2, group: 8, threads: 128, bound: 128, grid: 132 * 16, prefetch: true, onePass: true}},
 		{"LayerNorm 128x128 bf16: latency, one access per thread", propsH100,
 			rowShape{rows: 128, n: 128, elemSize: 2, twoPass: true, vector: true},
-			config{vec: 8, perThread: 1, group: 16, threads: 128, bound: 128, grid: 16}},
+			config{vec: 8, perThread: 1, group: 16, threads: 128, bound: 128, grid: 16, onePass: true}},
 		{"fused LayerNorm 128 bf16: one access per thread, in waves; 67 MB: hinted", propsH100,
 			rowShape{rows: 65536, n: 128, elemSize: 2, twoPass: true, fused: true, vector: true},
-			config{vec: 8, perThread: 1, group: 16, threads: 128, bound: 128, grid: 8192, waves: true, hint: true}},
+			config{vec: 8, perThread: 1, group: 16, threads: 128, bound: 128, grid: 8192, waves: true, hint: true, onePass: true}},
 		{"fused LayerNorm 1000 bf16: 4 accesses a thread cover it with 32 lanes", propsH100,
 			rowShape{rows: 65536, n: 1000, elemSize: 2, twoPass: true, fused: true, vector: true},
-			config{vec: 8, perThread: 4, group: 32, threads: 128, bound: 128, grid: 16384, waves: true, hint: true}},
+			config{vec: 8, perThread: 4, group: 32, threads: 128, bound: 128, grid: 16384, waves: true, hint: true, onePass: true}},
 		{"4096 bf16, 4096 rows: 67 MB streamed through a 50 MB L2, hinted", propsH100,
 			rowShape{rows: 4096, n: 4096, elemSize: 2, vector: true},
 			config{vec: 8, perThread: 4, threads: 128, bound: 128, grid: 4096, waves: true, hint: true}},
@@ -57,24 +57,33 @@ func TestPickConfigChoices(t *testing.T) {
 		{"7168 bf16: a block of 224 threads x 4 per row", propsH100,
 			rowShape{rows: 16384, n: 7168, elemSize: 2, vector: true},
 			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true, hint: true}},
-		{"LayerNorm 2048 bf16: a resident grid of 64 threads x 4, no hint", propsH100,
+		{"LayerNorm 2048 bf16, 4096 rows (34 MB): a resident grid of 64 threads x 4, no hint", propsH100,
+			rowShape{rows: 4096, n: 2048, elemSize: 2, twoPass: true, vector: true},
+			config{vec: 8, perThread: 4, threads: 64, bound: 512, grid: 132 * 8, prefetch: true, onePass: true}},
+		{"LayerNorm 2048 bf16, 16384 rows (134 MB, over twice L2): a block of 64 threads x 4 per row, hinted", propsH100,
 			rowShape{rows: 16384, n: 2048, elemSize: 2, twoPass: true, vector: true},
-			config{vec: 8, perThread: 4, threads: 64, bound: 512, grid: 132 * 8, prefetch: true}},
+			config{vec: 8, perThread: 4, threads: 64, bound: 64, grid: 16384, waves: true, reload: true, hint: true, onePass: true}},
+		{"LayerNorm 2048 f32, 16384 rows: a block of 128 threads x 4 per row, two passes", propsH100,
+			rowShape{rows: 16384, n: 2048, elemSize: 4, twoPass: true, vector: true},
+			config{vec: 4, perThread: 4, threads: 128, bound: 128, grid: 16384, waves: true, reload: true, hint: true}},
+		{"fused RMSNorm 4096 bf16: a block of 256 threads x 2 per row", propsH100,
+			rowShape{rows: 4096, n: 4096, elemSize: 2, fused: true, vector: true},
+			config{vec: 8, perThread: 2, threads: 256, bound: 256, grid: 4096, waves: true, hint: true}},
 		{"LayerNorm 4096 bf16, rows only fill the resident grid: no prefetch", propsH100,
 			rowShape{rows: 500, n: 4096, elemSize: 2, twoPass: true, vector: true},
-			config{vec: 8, perThread: 4, threads: 128, bound: 512, grid: 500}},
+			config{vec: 8, perThread: 4, threads: 128, bound: 512, grid: 500, onePass: true}},
 		{"LayerNorm 7168 bf16: a block of 224 threads x 4 per row, weights loaded late", propsH100,
 			rowShape{rows: 16384, n: 7168, elemSize: 2, twoPass: true, vector: true},
-			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true, reload: true, hint: true}},
+			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true, reload: true, hint: true, onePass: true}},
 		{"fused LayerNorm 4096 bf16: a block of 256 threads x 2 per row", propsH100,
 			rowShape{rows: 4096, n: 4096, elemSize: 2, twoPass: true, fused: true, vector: true},
-			config{vec: 8, perThread: 2, threads: 256, bound: 256, grid: 4096, waves: true, hint: true}},
+			config{vec: 8, perThread: 2, threads: 256, bound: 256, grid: 4096, waves: true, hint: true, onePass: true}},
 		{"fused LayerNorm 8192 bf16: a block of 256 threads x 4 per row, weights loaded late", propsH100,
 			rowShape{rows: 16384, n: 8192, elemSize: 2, twoPass: true, fused: true, vector: true},
-			config{vec: 8, perThread: 4, threads: 256, bound: 256, grid: 16384, waves: true, reload: true, hint: true}},
+			config{vec: 8, perThread: 4, threads: 256, bound: 256, grid: 16384, waves: true, reload: true, hint: true, onePass: true}},
 		{"LayerNorm 8192 bf16, 32 rows: latency, 512 threads x 2", propsH100,
 			rowShape{rows: 32, n: 8192, elemSize: 2, twoPass: true, vector: true},
-			config{vec: 8, perThread: 2, threads: 512, bound: 512, grid: 32, waves: true}},
+			config{vec: 8, perThread: 2, threads: 512, bound: 512, grid: 32, waves: true, onePass: true}},
 		{"few rows: latency, 512 threads x 2", propsH100,
 			rowShape{rows: 32, n: 8192, elemSize: 2, vector: true},
 			config{vec: 8, perThread: 2, threads: 512, bound: 512, grid: 32, waves: true}},
@@ -142,7 +151,7 @@ func TestPickConfigInvariants(t *testing.T) {
 				for _, two := range []bool{false, true} {
 					for _, vector := range []bool{false, true} {
 						for _, n := range ns {
-							for _, rows := range []int{1, 7, 100_000} {
+							for _, rows := range []int{1, 7, 1000, 100_000} {
 								s := rowShape{rows: rows, n: n, elemSize: size, heldFP32: fp32, cachesTwo: two, twoPass: fp32,
 									fused: two, vector: vector}
 								checkConfig(t, props, s, pickConfig(props, s))
@@ -173,6 +182,8 @@ func checkConfig(t *testing.T, p cuda.Props, s rowShape, c config) {
 		fail("shared memory without a cache")
 	case c.hint && (!c.waves || c.vec == 1 || c.looped):
 		fail("L2 hint off the one-row-per-group path")
+	case c.onePass != (s.twoPass && s.elemSize == 2 && !c.looped):
+		fail("one-pass statistics off 16-bit LayerNorm in registers")
 	}
 	accesses := intmath.CeilDiv(s.n, c.vec)
 	if c.looped {

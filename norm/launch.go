@@ -31,13 +31,14 @@ type kernelKey struct {
 	cache     bool
 	reload    bool
 	hint      bool
+	onePass   bool
 }
 
 // withConfig is k specialized for launch configuration c on rows of n.
 func (k kernelKey) withConfig(c config, n int) kernelKey {
 	k.vec, k.even, k.perThread, k.group, k.bound = c.vec, c.vec > 1 && n%c.vec == 0, c.perThread, c.group, c.bound
 	k.prefetch, k.waves, k.looped, k.cache, k.reload = c.prefetch, c.waves && !c.looped, c.looped, c.cache, c.reload
-	k.hint = c.hint
+	k.hint, k.onePass = c.hint, c.onePass
 	return k
 }
 
@@ -65,6 +66,7 @@ func (k kernelKey) kernel() jit.Kernel {
 			"BIAS": b2i(k.bias), "VEC": k.vec, "EVEN": b2i(k.even), "VPT": max(k.perThread, 1), "GROUP": k.group,
 			"PREFETCH": b2i(k.prefetch), "WAVES": b2i(k.waves), "LOOPED": b2i(k.looped), "CACHE": b2i(k.cache),
 			"THREADS": k.bound, "RELOAD": b2i(k.reload), "HINT": b2i(k.hint),
+			"ONEPASS": b2i(k.onePass),
 		}),
 	}
 }

@@ -54,9 +54,14 @@
 // reading is that L2 then gives up the written output lines first, so that
 // they go back to memory early. The picker sets it (see pickConfig).
 //
-// LayerNorm of 16-bit data in norm_rows reduces each warp's (or group's)
-// sum and sum of squares in one pass, around a shift: the unit's first
-// element (see row_stats). fp32 data and norm_rows_looped keep two passes.
+// With ONEPASS (the picker sets it for 16-bit LayerNorm in norm_rows),
+// each warp (or group) reduces its sum and sum of squares in one pass,
+// around a shift: the unit's first element (see row_stats). fp32 data and
+// norm_rows_looped keep two passes. With a warp per row (no barrier; 8 or
+// 16 accesses a lane, weights loaded late) two passes won over one on an
+// H200 (bf16 layernorm 16384x2048 39.14 µs against 42.59, 16384x4096 75.55
+// against 100.22), but that layout lost to a block per row in one pass
+// (38.08 and 68.77), so the picker never asks for it.
 //
 // Defines: DTYPE (bf16, f16, float); KIND (0 RMS: rmsnorm and L2 forward,
 // 1 LAYER, 2 L2_BWD); ADD (0 none, 1 sum rounded to DTYPE, 2 sum kept in
@@ -64,8 +69,9 @@
 // multiple of VEC); VPT; GROUP; PREFETCH (norm_rows loads the next row
 // before reducing this one); WAVES (norm_rows serves one row per group);
 // RELOAD (norm_rows loads weights and biases for each row); HINT (row reads
-// ask L2 to evict them last); LOOPED (which entry this build holds); CACHE;
-// THREADS (the block bound).
+// ask L2 to evict them last); ONEPASS (16-bit LayerNorm statistics in one
+// pass); LOOPED (which entry this build holds); CACHE; THREADS (the block
+// bound).
 #include "kittens.cuh"
 
 #define OP_RMS 0  // values of KIND
@@ -134,16 +140,12 @@ KI void launder(Held&) {}  // already fp32
 #endif
 
 // load16 reads 16 bytes to u[0..3]; with HINT, a row read (rowRead) asks L2
-// to evict the line last. Coherent loads (no .nc): x may also be written by
-// this kernel (in place).
+// to evict the line last (load16_evict_last). Coherent loads (no .nc): x may
+// also be written by this kernel (in place).
 KI void load16(const void* p, u32* u, bool rowRead) {
 #if HINT
   if (rowRead) {
-    u64 policy;
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-                 : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3])
-                 : "l"(p), "l"(policy));
+    load16_evict_last(p, u);
     return;
   }
 #endif
@@ -271,8 +273,9 @@ KI float centred_squares(const Held& h, int i, int n, float mean) {
 }
 
 // onePass: LayerNorm of 16-bit data in norm_rows takes its statistics in one
-// pass around a shift (see row_stats).
-constexpr bool onePass = KIND == OP_LAYER && sizeof(Elem) == 2 && !LOOPED;
+// pass around a shift (ONEPASS, set by the picker; see row_stats).
+constexpr bool onePass = ONEPASS;
+static_assert(!ONEPASS || (KIND == OP_LAYER && sizeof(Elem) == 2 && !LOOPED), "one pass is for 16-bit LayerNorm rows");
 
 // shifted_sums adds one access's elements less the shift, and their squares,
 // to s1 and s2 (one-pass LayerNorm). Elements past the row's end are zeros,

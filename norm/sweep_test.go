@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/jit"
@@ -21,9 +23,13 @@ import (
 // whose bandwidth or latency matters most, so the picker's constants come
 // from one measured table. It runs only when KITTENS_NORM_SWEEP is set (a GPU
 // and a few minutes): to a regexp, it sweeps the shapes whose "op MxN"
-// matches it ("1" sweeps all). First it times an empty kernel, the floor of
-// this timing method. Each line: op, shape, config, µs, GB/s; the first line
-// of a shape is the picker's own choice, marked "(picker)".
+// matches it ("1" sweeps all), and KITTENS_NORM_SWEEP_CONFIG, a regexp over
+// a config as the lines print it, narrows the alternatives (see
+// sweepConfigs). First it times an empty kernel, the floor of this timing
+// method. Each config is first checked against the CPU reference on the
+// shape's first rows (a mismatch is printed and not timed). Each line: op,
+// shape, config, µs, GB/s; the first two lines of a shape are the picker's
+// own choice, marked "(picker)".
 func BenchmarkSweep(b *testing.B) {
 	filter := os.Getenv("KITTENS_NORM_SWEEP")
 	if filter == "" {
@@ -33,6 +39,10 @@ func BenchmarkSweep(b *testing.B) {
 		filter = ""
 	}
 	match, err := regexp.Compile(filter)
+	if err != nil {
+		b.Fatal(err)
+	}
+	only, err := regexp.Compile(os.Getenv("KITTENS_NORM_SWEEP_CONFIG"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,16 +61,7 @@ func BenchmarkSweep(b *testing.B) {
 		b.Fatal(err)
 	}
 	fmt.Printf("SWEEP empty kernel %8.2f us\n", r.MedianUS)
-	type shape struct {
-		name    string
-		op      opKind
-		add     addMode
-		weight  weightMode
-		bias    bool
-		m, n    int
-		tensors int // row tensors read + written
-	}
-	shapes := []shape{
+	shapes := []sweepShape{
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 1, 2048, 2},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 32, 4096, 2},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 1, 8192, 2},
@@ -91,11 +92,14 @@ func BenchmarkSweep(b *testing.B) {
 		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 16384, 128, 4},
 		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 65536, 128, 4},
 		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 128, 2},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 4096, 2},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 4096, 4096, 4},
+		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 65536, 256, 3},
 	}
 	// The configs of every matched shape are collected first and their
 	// kernels compiled in parallel; then each is timed.
 	type sweepCase struct {
-		sh     shape
+		sh     sweepShape
 		newJob func() (*job, func())
 		cfgs   []config
 	}
@@ -108,27 +112,14 @@ func BenchmarkSweep(b *testing.B) {
 		newJob := func() (*job, func()) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			var frees []*tensor.Tensor
-			dt := func(shape ...int) *tensor.Tensor {
-				d, err := tensor.RandDevice(dev, rng, tensor.BF16, 0, 1, shape...)
+			j := sh.job(sh.m, func(dt tensor.DType, std float64, shape ...int) *tensor.Tensor {
+				d, err := tensor.RandDevice(dev, rng, dt, 0, std, shape...)
 				if err != nil {
 					b.Fatal(err)
 				}
 				frees = append(frees, d)
 				return d
-			}
-			j := &job{op: sh.op, add: sh.add, weight: sh.weight, x: dt(sh.m, sh.n), y: dt(sh.m, sh.n), eps: 1e-6, denom: float64(sh.n)}
-			if sh.weight != weightNone {
-				j.w = dt(sh.n)
-			} else {
-				j.denom = 1
-			}
-			if sh.bias {
-				j.b = dt(sh.n)
-			}
-			if sh.add != addNone {
-				j.x2, j.residualOut = dt(sh.m, sh.n), dt(sh.m, sh.n)
-			}
-			j.nOut = sh.n
+			})
 			return j, func() {
 				for _, t := range frees {
 					t.Free()
@@ -136,72 +127,7 @@ func BenchmarkSweep(b *testing.B) {
 			}
 		}
 		probe, free := newJob()
-		base := pickConfig(dev.Props(), probe.shape())
-		accesses := intmath.CeilDiv(sh.n, base.vec)
-		// The picker's own choice first, then the alternatives, each of those
-		// that serve a row per group also with the L2 hint flipped.
-		cfgs := []config{base}
-		add := func(c config) {
-			cfgs = append(cfgs, c)
-			if c.waves && c.vec > 1 {
-				c.hint = !c.hint
-				cfgs = append(cfgs, c)
-			}
-		}
-		if base.group > 0 {
-			for _, pt := range []int{1, 2, 4} {
-				group := intmath.NextPow2(intmath.CeilDiv(accesses, pt))
-				if group > 32 {
-					continue
-				}
-				for _, threads := range []int{64, 128, 256, 512} {
-					for _, waves := range []bool{false, true} {
-						c := base
-						c.perThread, c.group, c.threads, c.bound, c.waves = pt, group, threads, threads, waves
-						rowsPerBlock := threads / group
-						c.grid = intmath.CeilDiv(sh.m, rowsPerBlock)
-						if !waves {
-							c.grid = min(c.grid, dev.Props().SMs*2048/threads)
-						}
-						c.prefetch = !waves && sh.m > c.grid*rowsPerBlock
-						add(c)
-					}
-				}
-			}
-		} else {
-			for _, pt := range []int{1, 2, 4} {
-				threads := intmath.RoundUp(intmath.CeilDiv(accesses, pt), 32)
-				if threads > 1024 || threads < 64 {
-					continue
-				}
-				var bounds []int
-				for _, bound := range []int{threads, 512, 768, 1024} {
-					if bound >= threads && (len(bounds) == 0 || bound > bounds[len(bounds)-1]) {
-						bounds = append(bounds, bound)
-					}
-				}
-				for _, waves := range []bool{false, true} {
-					for _, bound := range bounds {
-						for _, reload := range []bool{false, true} {
-							for _, prefetch := range []bool{false, true} {
-								// The launcher lowers a striding grid to what is resident, so
-								// both loops are timed wherever there are more rows than SMs.
-								if prefetch && (waves || sh.m <= dev.Props().SMs) {
-									continue
-								}
-								c := base
-								c.perThread, c.threads, c.bound, c.waves, c.reload, c.prefetch = pt, threads, bound, waves, reload, prefetch
-								c.grid = sh.m
-								if !waves {
-									c.grid = min(sh.m, dev.Props().SMs*max(1, 2048/threads))
-								}
-								add(c)
-							}
-						}
-					}
-				}
-			}
-		}
+		cfgs := sweepConfigs(dev.Props(), probe.shape(), only)
 		for _, c := range cfgs {
 			kerns = append(kerns, probe.key(c).kernel())
 		}
@@ -215,20 +141,194 @@ func BenchmarkSweep(b *testing.B) {
 		sh, newJob := sc.sh, sc.newJob
 		bytes := int64(sh.tensors)*int64(sh.m)*int64(sh.n)*2 + int64(sh.n)*2
 		for i, c := range sc.cfgs {
+			rep, err := sh.check(dev, c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !rep.Pass {
+				fmt.Printf("SWEEP %-18s %6dx%-5d %s MISMATCH %v\n", sh.name, sh.m, sh.n, describe(c), rep)
+				continue
+			}
 			cb := registry.Bench{Name: "sweep", Bytes: bytes, New: func(*cuda.Device, *rand.Rand) (registry.Instance, error) {
 				j, free := newJob()
 				return registry.Instance{Run: func(s *cuda.Stream) error { return j.launchWith(s, c) }, Free: free}, nil
 			}}
 			r, err := bench.Measure(dev, cb, bench.Options{Runs: 100})
 			status := ""
-			if i == 0 {
+			if i < 2 {
 				status = "(picker)"
 			}
 			if err != nil {
 				status = err.Error()
 			}
-			fmt.Printf("SWEEP %-18s %6dx%-5d pt=%d grp=%-2d thr=%-4d bound=%-4d waves=%-5v prefetch=%-5v reload=%-5v hint=%-5v %8.2f us %7.0f GB/s %s\n",
-				sh.name, sh.m, sh.n, c.perThread, c.group, c.threads, c.bound, c.waves, c.prefetch, c.reload, c.hint, r.MedianUS, r.GBs, status)
+			fmt.Printf("SWEEP %-18s %6dx%-5d %s %8.2f us %7.0f GB/s %s\n", sh.name, sh.m, sh.n, describe(c), r.MedianUS, r.GBs, status)
 		}
 	}
+}
+
+// describe is a config as the sweep prints it and KITTENS_NORM_SWEEP_CONFIG
+// selects it.
+func describe(c config) string {
+	return fmt.Sprintf("pt=%-2d grp=%-2d thr=%-4d bound=%-4d waves=%-5v prefetch=%-5v reload=%-5v hint=%-5v onepass=%-5v",
+		c.perThread, c.group, c.threads, c.bound, c.waves, c.prefetch, c.reload, c.hint, c.onePass)
+}
+
+// sweepConfigs lists the launch shapes BenchmarkSweep times for a row shape:
+// the picker's own twice (the first config timed of a shape reads high),
+// then the alternatives whose description matches only: groups of lanes
+// that share a warp (rows of up to 128 accesses), a warp per row (rows of up
+// to 512 accesses, up to 16 a lane), and blocks per row of 1 to 16 accesses a
+// thread; each in waves or as a striding grid (with and without prefetch),
+// with weights held or reloaded, with the L2 hint on and off and, for 16-bit
+// LayerNorm, with one- and two-pass statistics.
+func sweepConfigs(p cuda.Props, s rowShape, only *regexp.Regexp) []config {
+	base := pickConfig(p, s)
+	accesses := intmath.CeilDiv(s.n, base.vec)
+	cfgs := []config{base, base}
+	seen := map[config]bool{base: true}
+	add := func(c config) {
+		for _, hint := range []bool{false, true} {
+			for _, onePass := range []bool{false, true} {
+				c.hint, c.onePass = hint, onePass
+				if seen[c] || (hint && c.vec == 1) || (onePass && !(s.twoPass && s.elemSize == 2)) || !only.MatchString(describe(c)) {
+					continue
+				}
+				seen[c] = true
+				cfgs = append(cfgs, c)
+			}
+		}
+	}
+	// rowLoops adds c with each row loop: waves, or a striding grid of up to
+	// what the SMs hold (the launcher lowers it to the occupancy), with and
+	// without prefetch where a group meets a second row; each with weights
+	// held and reloaded.
+	rowLoops := func(c config, rowsPerBlock int) {
+		for _, waves := range []bool{false, true} {
+			for _, prefetch := range []bool{false, true} {
+				for _, reload := range []bool{false, true} {
+					c.waves, c.prefetch, c.reload = waves, prefetch, reload
+					c.grid = intmath.CeilDiv(s.rows, rowsPerBlock)
+					if !waves {
+						c.grid = min(c.grid, p.SMs*residentThreads/c.threads)
+					}
+					if prefetch && (waves || s.rows <= c.grid*rowsPerBlock) {
+						continue
+					}
+					add(c)
+				}
+			}
+		}
+	}
+	c := base
+	c.looped, c.cache, c.shared = false, false, 0
+	if accesses <= subWarpAccesses {
+		for _, pt := range []int{1, 2, 4} {
+			c.perThread, c.group = pt, intmath.NextPow2(intmath.CeilDiv(accesses, pt))
+			if c.group > 32 {
+				continue
+			}
+			for _, threads := range []int{64, 128, 256, 512} {
+				c.threads, c.bound = threads, threads
+				rowLoops(c, threads/c.group)
+			}
+		}
+		return cfgs
+	}
+	if pt := intmath.CeilDiv(accesses, 32); pt <= 16 {
+		c.perThread, c.group = pt, 32
+		for _, threads := range []int{64, 128, 256, 512} {
+			c.threads, c.bound = threads, threads
+			rowLoops(c, threads/32)
+		}
+	}
+	c.group = 0
+	for _, pt := range []int{1, 2, 4, 8, 16} {
+		threads := max(intmath.RoundUp(intmath.CeilDiv(accesses, pt), 32), 64)
+		if threads > 1024 || (threads-32)*pt >= accesses {
+			continue
+		}
+		c.perThread, c.threads = pt, threads
+		for _, bound := range []int{threads, 512, 1024} {
+			if bound >= threads { // a repeat is dropped by add
+				c.bound = bound
+				rowLoops(c, 1)
+			}
+		}
+	}
+	return cfgs
+}
+
+// sweepShape is one shape BenchmarkSweep times: the op, its options and
+// the size.
+type sweepShape struct {
+	name    string
+	op      opKind
+	add     addMode
+	weight  weightMode
+	bias    bool
+	m, n    int
+	tensors int // row tensors read + written
+}
+
+// job is a job of the shape's op on rows of its rows, over bf16 tensors
+// (and fp32 statistics) that mk makes of a given standard deviation.
+func (sh sweepShape) job(rows int, mk func(dt tensor.DType, std float64, shape ...int) *tensor.Tensor) *job {
+	j := &job{op: sh.op, add: sh.add, weight: sh.weight, x: mk(tensor.BF16, 1, rows, sh.n), y: mk(tensor.BF16, 1, rows, sh.n),
+		eps: 1e-6, denom: float64(sh.n), nOut: sh.n}
+	if sh.weight != weightNone {
+		j.w = mk(tensor.BF16, 1, sh.n)
+	} else {
+		j.denom = 1
+	}
+	if sh.bias {
+		j.b = mk(tensor.BF16, 1, sh.n)
+	}
+	if sh.add != addNone {
+		j.x2, j.residualOut = mk(tensor.BF16, 1, rows, sh.n), mk(tensor.BF16, 1, rows, sh.n)
+	}
+	if sh.op == opL2Backward {
+		j.x2, j.rstdIn = mk(tensor.BF16, 1/float64(sh.n), rows, sh.n), mk(tensor.F32, 1, rows)
+	}
+	return j
+}
+
+// check runs config c on the first rows of the shape (at most 300) against
+// the CPU reference, so that no launch shape is timed that computes
+// something else.
+func (sh sweepShape) check(dev *cuda.Device, c config) (check.Report, error) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var spec check.Spec
+	j := sh.job(min(sh.m, 300), func(dt tensor.DType, std float64, shape ...int) *tensor.Tensor {
+		t := tensor.New(dt, shape...)
+		t.FillNormal(rng, 0.5*std, std)
+		spec.Tensors = append(spec.Tensors, t)
+		spec.Names = append(spec.Names, fmt.Sprint(len(spec.Names)))
+		return t
+	})
+	fields := func(j *job) []**tensor.Tensor {
+		return []**tensor.Tensor{&j.x, &j.y, &j.w, &j.b, &j.x2, &j.residualOut, &j.rstdIn}
+	}
+	spec.Outputs, spec.Poison = []int{1}, []int{1}
+	spec.Tol = map[int]check.Tolerance{1: normTol}
+	if j.residualOut != nil {
+		ro := slices.Index(spec.Tensors, j.residualOut)
+		spec.Outputs, spec.Poison = append(spec.Outputs, ro), append(spec.Poison, ro)
+	}
+	if !c.waves {
+		c.grid = min(c.grid, 32) // each block of a striding grid meets several rows (and prefetches)
+	}
+	spec.Run = func(ts []*tensor.Tensor) error {
+		k := *j // the job on ts
+		for _, f := range fields(&k) {
+			if *f != nil {
+				*f = ts[slices.Index(spec.Tensors, *f)]
+			}
+		}
+		if !k.x.IsDevice() {
+			k.reference()
+			return nil
+		}
+		return k.launchWith(nil, c)
+	}
+	return check.Run(dev, spec)
 }
