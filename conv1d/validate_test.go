@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/tensor"
 )
@@ -257,6 +258,30 @@ func TestMixedLocations(t *testing.T) {
 	}
 }
 
+// flagAfter runs call with a function that copies host tensors to dev (all
+// freed when the test ends) and Options that assume valid indices and carry
+// an error flag, and returns the flag the kernel left.
+func flagAfter(t *testing.T, dev *cuda.Device, call func(toDev func(*tensor.Tensor) *tensor.Tensor, o Options) error) int64 {
+	t.Helper()
+	toDev := func(h *tensor.Tensor) *tensor.Tensor {
+		d, err := h.ToDevice(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Free() })
+		return d
+	}
+	flag := toDev(tensor.New(tensor.I32, 1))
+	if err := call(toDev, Options{AssumeValidIndices: true, ErrorFlag: flag}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := flag.ToHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Int64s()[0]
+}
+
 // TestErrorFlag: with AssumeValidIndices the kernel skips what it cannot
 // process safely and reports it in ErrorFlag.
 func TestErrorFlag(t *testing.T) {
@@ -273,32 +298,11 @@ func TestErrorFlag(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := fwdBase.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
-			var devTS []*tensor.Tensor
-			toDev := func(h *tensor.Tensor) *tensor.Tensor {
-				d, err := h.ToDevice(dev)
-				if err != nil {
-					t.Fatal(err)
-				}
-				devTS = append(devTS, d)
-				return d
+			call := func(toDev func(*tensor.Tensor) *tensor.Tensor, o Options) error {
+				v := Varlen{CuSeqlens: toDev(tc.cu), CacheIndices: toDev(tc.slots), ConvStates: toDev(b.named("conv_states"))}
+				return Forward(nil, toDev(b.named("y")), toDev(b.named("x")), toDev(b.named("w")), nil, v, o)
 			}
-			defer func() {
-				for _, d := range devTS {
-					d.Free()
-				}
-			}()
-			flag := toDev(tensor.New(tensor.I32, 1))
-			v := Varlen{CuSeqlens: toDev(tc.cu), CacheIndices: toDev(tc.slots), ConvStates: toDev(b.named("conv_states"))}
-			err := Forward(nil, toDev(b.named("y")), toDev(b.named("x")), toDev(b.named("w")), nil, v,
-				Options{AssumeValidIndices: true, ErrorFlag: flag})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := flag.ToHost()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := h.Int64s()[0]; got != tc.want {
+			if got := flagAfter(t, dev, call); got != tc.want {
 				t.Errorf("flag %d, want %d", got, tc.want)
 			}
 		})
@@ -323,37 +327,16 @@ func TestErrorFlagModes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := specBase.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
-			var devTS []*tensor.Tensor
-			toDev := func(h *tensor.Tensor) *tensor.Tensor {
-				d, err := h.ToDevice(dev)
-				if err != nil {
-					t.Fatal(err)
+			call := func(toDev func(*tensor.Tensor) *tensor.Tensor, o Options) error {
+				st := Decode{ConvStates: toDev(b.named("conv_states")), StateIndices: toDev(b.named("cache_indices"))}
+				if tc.accepted {
+					st.NumAcceptedTokens = toDev(tc.vals)
+				} else {
+					st.CacheSeqlens = toDev(tc.vals)
 				}
-				devTS = append(devTS, d)
-				return d
+				return Update(nil, toDev(b.named("y")), toDev(b.named("x")), toDev(b.named("w")), nil, st, o)
 			}
-			defer func() {
-				for _, d := range devTS {
-					d.Free()
-				}
-			}()
-			flag := toDev(tensor.New(tensor.I32, 1))
-			st := Decode{ConvStates: toDev(b.named("conv_states")), StateIndices: toDev(b.named("cache_indices"))}
-			if tc.accepted {
-				st.NumAcceptedTokens = toDev(tc.vals)
-			} else {
-				st.CacheSeqlens = toDev(tc.vals)
-			}
-			err := Update(nil, toDev(b.named("y")), toDev(b.named("x")), toDev(b.named("w")), nil, st,
-				Options{AssumeValidIndices: true, ErrorFlag: flag})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := flag.ToHost()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := h.Int64s()[0]; got != tc.want {
+			if got := flagAfter(t, dev, call); got != tc.want {
 				t.Errorf("flag %d, want %d", got, tc.want)
 			}
 		})
