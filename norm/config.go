@@ -113,10 +113,9 @@ func pickConfig(p cuda.Props, s rowShape) config {
 	case accesses <= subWarpAccesses:
 		// Several rows per warp: each thread holds up to 4 accesses (one for
 		// every 8 of the row); the group is the power of two that covers the
-		// row. Blocks of 128 threads, a block for every 128/group rows, except
-		// that LayerNorm of one row read keeps a resident grid that strides
-		// over the rows and prefetches the next (its two reductions are a
-		// longer wait). On an H200: l2norm 262144x128 bf16 36.7 µs against
+		// row. Blocks of 128 threads, a block for every 128/group rows. (Until
+		// round 3, LayerNorm of one row read kept a resident grid that strided
+		// over the rows and prefetched the next.) On an H200: l2norm 262144x128 bf16 36.7 µs against
 		// 40.6 for the striding grid, rmsnorm 65536x128 13.3 against 13.6,
 		// fused_add_rmsnorm 21.7 against 22.1; layernorm 65536x128 13.95
 		// µs striding against 15.10 in waves and 14.46 with 256-thread
@@ -126,16 +125,34 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// 8.86 against 8.90-9.57.
 		//
 		// LayerNorm holds as few accesses per thread as a group of 32 lanes
-		// allows where the rows are fused (two rows read: 65536x128 21.57
-		// µs against 21.89 with two) or too few to fill the SMs (128x128:
-		// 4.58 µs against 4.83).
+		// allows where fused rows outgrow L2 (two rows read: 65536x128
+		// 20.80 µs against 21.18 with two; at 16384x128 two won, 9.18
+		// against 9.44) or the rows are too few to fill the SMs (128x128:
+		// 4.51 µs against 4.58).
+		//
+		// With the one-row (WAVES) kernels and one-pass statistics,
+		// LayerNorm of one row read also goes in waves now (H200, same run,
+		// waves against the striding grid with prefetch): 4096x128 4.99 µs
+		// against 5.18 and 5.22, 16384x128 7.17 against 7.23 and 7.26,
+		// 65536x128 13.22 against 13.22 and 13.47.
+		//
+		// Tried and lost: each group serving R rows in waves (R = 2, 4, 8;
+		// all R rows' loads issued before the R interleaved reductions, as
+		// Triton's XBLOCK does), in blocks of 64, 128 and 256 with 8 or 16
+		// lanes a row. H200, best R against best one-row config in the same
+		// sweep: rmsnorm 65536x128 R=2 12.96, R=4 13.12, R=8 13.41 µs
+		// against 12.77; 4096x128 4.96, 5.18, 5.82 against 4.83; layernorm
+		// 65536x128 13.41, 14.34, 16.48 against 13.15; fused_add_rmsnorm
+		// 65536x128 20.80 (R=2) against 20.86; l2norm_bwd 262144x128 49.70
+		// (R=2) against 49.73; l2norm_fwd 262144x256 66.85 against 66.72.
+		// Ties at best for R=2, losses beyond; the code was removed.
 		c.perThread = 1
 		for _, pt := range []int{2, 4} {
 			if pt <= accesses/8 {
 				c.perThread = pt
 			}
 		}
-		if s.twoPass && (s.fused || intmath.CeilDiv(s.rows*intmath.NextPow2(accesses), subWarpBlock) <= sms) {
+		if s.twoPass && ((s.fused && s.bytesMoved() > int64(p.L2Bytes)) || intmath.CeilDiv(s.rows*intmath.NextPow2(accesses), subWarpBlock) <= sms) {
 			c.perThread = 1
 			for intmath.CeilDiv(accesses, c.perThread) > 32 {
 				c.perThread *= 2
@@ -143,13 +160,8 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		}
 		c.group = intmath.NextPow2(intmath.CeilDiv(accesses, c.perThread))
 		c.threads, c.bound = subWarpBlock, subWarpBlock
-		c.waves = !s.twoPass || s.fused
-		rowsPerBlock := c.threads / c.group
-		c.grid = intmath.CeilDiv(s.rows, rowsPerBlock)
-		if !c.waves {
-			c.grid = min(c.grid, sms*residentThreads/c.threads)
-			c.prefetch = s.rows > c.grid*rowsPerBlock
-		}
+		c.waves = true
+		c.grid = intmath.CeilDiv(s.rows, c.threads/c.group)
 	case accesses <= layerStrideAccesses && s.twoPass && !s.fused && s.rows > sms &&
 		s.bytesMoved() <= layerStrideL2Multiple*int64(p.L2Bytes):
 		// LayerNorm of one row read, rows of up to 4 Ki bf16, in launches of

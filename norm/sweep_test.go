@@ -95,6 +95,15 @@ func BenchmarkSweep(b *testing.B) {
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 4096, 2},
 		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 4096, 4096, 4},
 		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 65536, 256, 3},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 128, 2},
+		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 128, 2},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 4096, 128, 4},
+		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 4096, 128, 4},
+		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 64, 2},
+		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 256, 2},
+		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 64, 3},
+		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 128, 3},
+		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 256, 3},
 	}
 	// The configs of every matched shape are collected first and their
 	// kernels compiled in parallel; then each is timed.
