@@ -53,19 +53,34 @@ def randn(*shape, dtype="bf16", std=1.0):
 # counts: the highest SM clock of the GPUs we time on (H100/H200 boost at
 # 1.98 GHz), so that the spin is never shorter than asked.
 SPIN_HZ = 2.0e9
+MAX_SPIN_TRIES = 4
 
 
 def time_us(fn, input_sets, runs):
-    """Median GPU time of fn in us, as bench.timeRuns measures ours."""
-    for inputs in input_sets:  # warm-up: compiles, allocator, clocks
-        fn(*inputs)
+    """Median GPU time of fn in us, as bench.timeRuns measures ours.
+
+    fn is called on every input set first. A compiled fn that would compile
+    again for another set (dynamo may guard on more than shapes, e.g. for
+    inputs it mutates) is timed on the first set alone, rather than spend a
+    compile on each set or, past dynamo's recompile limit, time eager code.
+    When the host cannot queue the calls within the spin (an fn that waits
+    for the GPU), the spin grows, at most MAX_SPIN_TRIES times; after that
+    the round is kept as it is.
+    """
+    fn(*input_sets[0])
+    try:
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            for inputs in input_sets[1:]:
+                fn(*inputs)
+    except torch._dynamo.exc.RecompileError:  # keep to the set compiled for
+        input_sets = input_sets[:1]
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for i in range(10):
         fn(*input_sets[i % len(input_sets)])
     host = (time.perf_counter() - t0) / 10  # host cost of one call
     torch.cuda.synchronize()
-    rounds = 0
+    rounds, tries = 0, 0
     while rounds < 2:
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(runs + 1)]
         spin = runs * max(3 * host, 20e-6)
@@ -77,7 +92,8 @@ def time_us(fn, input_sets, runs):
             ev[i + 1].record()
         queued = time.perf_counter() - t0
         torch.cuda.synchronize()
-        if queued > 0.8 * spin:  # the GPU may have waited for the host: again
+        tries += 1
+        if queued > 0.8 * spin and tries < MAX_SPIN_TRIES:  # the GPU may have waited for the host: again
             host = 2 * queued / runs
             continue
         times = sorted(ev[i].elapsed_time(ev[i + 1]) * 1e3 for i in range(runs))
