@@ -168,7 +168,7 @@ func (r *Report) WriteText(w io.Writer) error {
 const (
 	methodGPU = `Ours: CUDA events around every launch; a spin kernel queued first so the host runs ahead of the GPU
 and the events measure GPU time, not launch latency; enough independent input sets, rotated, to touch three
-times the L2; a warm-up round; the median of 200 launches. GB/s counts each input read once and each output
+times the L2; a warm-up round; the median of the timed launches (200 unless -runs says otherwise). GB/s counts each input read once and each output
 written once; "% of copy" is that over the copy ceiling measured in the same run (the median of 20
 device-to-device copies of 1 GiB, counting bytes read plus bytes written), so an op that mostly reads can pass
 100%. "% of same-size copy" compares with one device-to-device copy that moves as many bytes as the case,
