@@ -127,7 +127,8 @@ def main():
     cases = json.load(sys.stdin)
     warm(cases)
     torch.manual_seed(0)
-    for c in cases:
+    for k, c in enumerate(cases, 1):
+        t0 = time.perf_counter()
         out = {"id": c["id"]}
         try:
             if c["op"] not in BUILDERS:
@@ -148,5 +149,7 @@ def main():
             out["error"] = f"{type(e).__name__}: {e}"
             traceback.print_exc(file=sys.stderr)
         print(json.dumps(out), flush=True)
+        # Progress, so that a case that takes long shows which it is.
+        print(f"timed {k}/{len(cases)} {c['id']} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
         torch.cuda.empty_cache()
 
