@@ -138,12 +138,6 @@ KI Raw ld_x(const T* p) {
   return ld(p);
 #endif
 }
-// With EVICT_LAST (a ring that streams more than L2 holds), the ring's bulk
-// copies ask L2 to evict their lines last (bulk_load_evict_last).
-KI void ring_load(void* dst, const void* src, u32 bytes, u64* bar) {
-  if constexpr (EVICT_LAST) bulk_load_evict_last(dst, src, bytes, bar);
-  else bulk_load(dst, src, bytes, bar);
-}
 KI void st_y(T* p, const Raw& r) {
 #if HINTS
   st_cs(p, r.w);
@@ -404,7 +398,7 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     const int rows = (int)(tend - r0 < RING ? tend - r0 : RING);
     mbar_expect_tx(&full[sl], (u32)(rows * row_bytes));
     for (int r = 0; r < rows; ++r)
-      ring_load(ring + (sl * RING + r) * pitch, x + (r0 + r) * x_stride + cb0, (u32)row_bytes, &full[sl]);
+      bulk_load<EVICT_LAST != 0>(ring + (sl * RING + r) * pitch, x + (r0 + r) * x_stride + cb0, (u32)row_bytes, &full[sl]);
   };
   if (threadIdx.x == 0)
     for (int i = 0; i < STAGES && i < nst; ++i) issue(i);

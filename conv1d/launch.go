@@ -161,7 +161,7 @@ func pickConfig(props cuda.Props, sh shape) config {
 		}
 	}
 	// A ring whose x and y exceed L2 bulk-copies x under an L2 evict-last
-	// policy (bulk_load_evict_last in kittens.cuh). On an H200, two rounds
+	// policy (bulk_load<true> in tile.cuh). On an H200, two rounds
 	// (µs, without → with): 1x4096x8192 39.46 → 38.59 and 39.33 → 38.85,
 	// 1x32768x8192 257.7 → 253.7 and 257.2 → 254.1, 8 seqs 16384x8192
 	// 135.3 → 133.7 and 135.0 → 133.8, split T4096 39.87 → 39.14 and

@@ -68,7 +68,7 @@ template <class Elem> KI void store_pack(Elem* p, const Pack<Elem>& v) {
 // the lines an access brings in last (every access it tags: fraction 1.0).
 // load16_evict_last reads 16 bytes (16-byte aligned) as 4 words under it; it
 // is a coherent load (no .nc), so it may read what the same kernel writes;
-// tile.cuh's bulk_load_evict_last is the bulk copy under it. On an H200 the hint made norm's large row reads 2-7%
+// tile.cuh's bulk_load<true> is the bulk copy under it. On an H200 the hint made norm's large row reads 2-7%
 // faster (16384x8192 bf16: rmsnorm 134.4 -> 129.5 µs, fused_add_rmsnorm
 // 265.1 -> 254.1, layernorm 135.9 -> 130.5), where each block serves one
 // row and the launch moves more than L2 holds; it lost 1-3% where the data

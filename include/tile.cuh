@@ -49,16 +49,16 @@ KI void tma_load_2d(void* dst, const TensorMap* map, u64* bar, int x, int y) {
 
 // bulk_load copies bytes (a multiple of 16; src and dst 16-byte aligned)
 // from global memory into shared memory, completing on bar, which the
-// issuing thread has armed for them (mbar_expect_tx).
-KI void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
-}
-// bulk_load_evict_last is bulk_load with an L2 evict-last policy on its
-// reads (see l2_evict_last in kittens.cuh).
-KI void bulk_load_evict_last(void* dst, const void* src, u32 bytes, u64* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-               :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(l2_evict_last()) : "memory");
+// issuing thread has armed for them (mbar_expect_tx). With EvictLast its
+// reads carry an L2 evict-last policy (see l2_evict_last in kittens.cuh).
+template <bool EvictLast = false> KI void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
+  if constexpr (EvictLast) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(l2_evict_last()) : "memory");
+  } else {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+  }
 }
 
 // Cluster queries and the cluster-wide barrier.

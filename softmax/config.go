@@ -59,7 +59,7 @@ type spec struct {
 	// share of the row into a ring of shared-memory slots with bulk copies.
 	Bulk bool
 	// EvictLast: the 16-byte and bulk reads of x carry an L2 evict-last
-	// policy (load16_evict_last and bulk_load_evict_last in kittens.cuh).
+	// policy (load16_evict_last in kittens.cuh, bulk_load<true> in tile.cuh).
 	EvictLast bool
 }
 

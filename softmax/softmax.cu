@@ -568,8 +568,7 @@ softmax_bulk(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, flo
         const u32 bytes = (u32)span(pp) * 16u;
         mbar_expect_tx(&full[ps], bytes);
         const T* src = x + (i64)(first + pr * step) * ldx + begin + pp * piece * V;
-        if constexpr (EVICT_LAST) bulk_load_evict_last(ring + ps * piece, src, bytes, &full[ps]);
-        else bulk_load(ring + ps * piece, src, bytes, &full[ps]);
+        bulk_load<EVICT_LAST != 0>(ring + ps * piece, src, bytes, &full[ps]);
         if (++pp == np) pp = 0, ++pr;
         if (++ps == slots) {
           ps = 0;
