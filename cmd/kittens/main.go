@@ -109,13 +109,15 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) bool {
 // selection holds the flags that pick what check and bench run on.
 type selection struct {
 	pattern *string
+	cases   *string
 	cpu     *bool
 }
 
-// selectionFlags adds -op and -cpu to fs.
+// selectionFlags adds -op, -case and -cpu to fs.
 func selectionFlags(fs *flag.FlagSet) selection {
 	return selection{
 		pattern: fs.String("op", "", "run only ops whose name or family/name matches this regular expression (e.g. ^norm/)"),
+		cases:   fs.String("case", "", "run only the cases whose name matches this regular expression (e.g. '^1x7168 ')"),
 		cpu:     fs.Bool("cpu", false, "run the CPU path even when a GPU is present"),
 	}
 }
@@ -123,7 +125,7 @@ func selectionFlags(fs *flag.FlagSet) selection {
 // resolve returns the selected ops and the device to run them on (nil: the
 // CPU path). It returns false after reporting a pattern that is no use.
 func (c *cli) resolve(fs *flag.FlagSet, sel selection) ([]*registry.Op, *cuda.Device, bool) {
-	ops, err := selectOps(*sel.pattern)
+	ops, err := selectOps(*sel.pattern, *sel.cases)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
 		return nil, nil, false
@@ -144,22 +146,54 @@ func (c *cli) resolve(fs *flag.FlagSet, sel selection) ([]*registry.Op, *cuda.De
 }
 
 // selectOps returns the registered ops whose name or family/name matches
-// pattern (all when it is empty). A pattern that matches nothing is an error.
-func selectOps(pattern string) ([]*registry.Op, error) {
+// pattern (all when it is empty), each with only its check and benchmark
+// cases whose names match casePattern (all when it is empty; an op left
+// with no case is dropped). A pattern that selects nothing is an error.
+func selectOps(pattern, casePattern string) ([]*registry.Op, error) {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("-op: %w", err)
 	}
-	var out []*registry.Op
-	for _, op := range registry.All() {
-		if re.MatchString(op.Name) || re.MatchString(op.Family+"/"+op.Name) {
-			out = append(out, op)
-		}
+	caseRe, err := regexp.Compile(casePattern)
+	if err != nil {
+		return nil, fmt.Errorf("-case: %w", err)
 	}
-	if len(out) == 0 && pattern != "" {
+	var out []*registry.Op
+	named := 0
+	for _, op := range registry.All() {
+		if !re.MatchString(op.Name) && !re.MatchString(op.Family+"/"+op.Name) {
+			continue
+		}
+		named++
+		if casePattern != "" {
+			sel := *op
+			sel.Checks = matching(op.Checks, checkName, caseRe)
+			sel.Benches = matching(op.Benches, benchName, caseRe)
+			if len(sel.Checks)+len(sel.Benches) == 0 {
+				continue
+			}
+			op = &sel
+		}
+		out = append(out, op)
+	}
+	switch {
+	case named == 0 && pattern != "":
 		return nil, fmt.Errorf("-op %q matches no registered op", pattern)
+	case len(out) == 0 && casePattern != "":
+		return nil, fmt.Errorf("-case %q matches no case of the selected ops", casePattern)
 	}
 	return out, nil
+}
+
+// matching returns the cases whose name matches re.
+func matching[C any](cases []C, name func(C) string, re *regexp.Regexp) []C {
+	var out []C
+	for _, c := range cases {
+		if re.MatchString(name(c)) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // device opens GPU 0 unless cpu is set. Without one it says so on stdout

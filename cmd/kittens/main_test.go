@@ -177,24 +177,36 @@ func TestDefaultDevice(t *testing.T) {
 
 func TestSelectOps(t *testing.T) {
 	for _, tc := range []struct {
-		pattern string
-		want    []string // names that must be selected
-		not     []string // names that must not
-		err     bool
+		pattern, cases string
+		want           []string // names that must be selected, op or op/case
+		not            []string // names that must not
+		err            bool
 	}{
 		{pattern: "", want: []string{"kittens-test-copy", "kittens-test-bad"}},
 		{pattern: "^kittens-test-c", want: []string{"kittens-test-copy"}, not: []string{"kittens-test-bad"}},
 		{pattern: "[", err: true},
 		{pattern: "^nothing-matches$", err: true},
+		{pattern: "^kittens-test-", cases: "^3x5 ", want: []string{"kittens-test-copy", "kittens-test-copy/3x5 f32"},
+			not: []string{"kittens-test-bad", "kittens-test-copy/64x33 f32", "kittens-test-copy/1024x1024 f32"}},
+		{pattern: "^kittens-test-", cases: "^1024x", want: []string{"kittens-test-copy/1024x1024 f32"},
+			not: []string{"kittens-test-bad", "kittens-test-copy/3x5 f32"}},
+		{cases: "(", err: true},
+		{cases: "^no such case$", err: true},
 	} {
-		t.Run(tc.pattern, func(t *testing.T) {
-			ops, err := selectOps(tc.pattern)
+		t.Run(tc.pattern+" "+tc.cases, func(t *testing.T) {
+			ops, err := selectOps(tc.pattern, tc.cases)
 			if (err != nil) != tc.err {
 				t.Fatalf("error %v, want error %v", err, tc.err)
 			}
 			names := map[string]bool{}
 			for _, op := range ops {
 				names[op.Name] = true
+				for _, c := range op.Checks {
+					names[op.Name+"/"+c.Name] = true
+				}
+				for _, b := range op.Benches {
+					names[op.Name+"/"+b.Name] = true
+				}
 			}
 			for _, n := range tc.want {
 				if !names[n] {
