@@ -79,33 +79,13 @@ KI void vstore(E* p, const Vec& v) {
   }
 }
 
-// widen2 and narrow2 convert the two 16-bit elements of a word (lo first).
-// A bf16 is the top half of an fp32: a shift or a mask widens it.
-KI void widen2(bf16, u32 w, float& lo, float& hi) {
-  lo = __uint_as_float(w << 16);
-  hi = __uint_as_float(w & 0xffff0000u);
-}
-KI void widen2(f16, u32 w, float& lo, float& hi) {
-  asm("{.reg .f16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;}" : "=f"(lo), "=f"(hi) : "r"(w));
-}
-KI u32 narrow2(bf16, float lo, float hi) {
-  u32 w;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
-  return w;
-}
-KI u32 narrow2(f16, float lo, float hi) {
-  u32 w;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
-  return w;
-}
-
 // widen converts a Vec to fp32, word by word for 16-bit pairs (T is E; a
 // template so that the pair path is only instantiated where it applies).
 template <class T = E> KI void widen(const Vec& v, float (&f)[kVec]) {
   if constexpr (sizeof(T) == 2 && kVec % 2 == 0) {
     const u32* w = reinterpret_cast<const u32*>(&v);
 #pragma unroll
-    for (int i = 0; i < kVec / 2; i++) widen2(T{}, w[i], f[2 * i], f[2 * i + 1]);
+    for (int i = 0; i < kVec / 2; i++) unpack2<T>(w[i], f[2 * i], f[2 * i + 1]);
   } else {
 #pragma unroll
     for (int i = 0; i < kVec; i++) f[i] = to_float(v.v[i]);
@@ -118,7 +98,7 @@ template <class T = E> KI Vec narrow(const float (&f)[kVec]) {
   if constexpr (sizeof(T) == 2 && kVec % 2 == 0) {
     u32* w = reinterpret_cast<u32*>(&r);
 #pragma unroll
-    for (int i = 0; i < kVec / 2; i++) w[i] = narrow2(T{}, f[2 * i], f[2 * i + 1]);
+    for (int i = 0; i < kVec / 2; i++) w[i] = pack2<T>(f[2 * i], f[2 * i + 1]);
   } else {
 #pragma unroll
     for (int i = 0; i < kVec; i++) r.v[i] = from_float<T>(f[i]);

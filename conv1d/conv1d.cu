@@ -146,30 +146,6 @@ KI void st_y(T* p, const Raw& r) {
 #endif
 }
 
-// Two 16-bit values in one word (the first in the low half) to and from
-// fp32: a bf16 is the high half of its fp32, so unpacking is a shift and a
-// mask; packing is one cvt.
-template <class E> KI void unpack2(u32 w, float& a, float& b);
-template <> KI void unpack2<bf16>(u32 w, float& a, float& b) {
-  a = __uint_as_float(w << 16);
-  b = __uint_as_float(w & 0xffff0000u);
-}
-template <> KI void unpack2<f16>(u32 w, float& a, float& b) {
-  a = to_float(f16{(u16)(w & 0xffff)});
-  b = to_float(f16{(u16)(w >> 16)});
-}
-template <class E> KI u32 pack2(float a, float b);
-template <> KI u32 pack2<bf16>(float a, float b) {
-  u32 p;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(b), "f"(a));
-  return p;
-}
-template <> KI u32 pack2<f16>(float a, float b) {
-  u32 p;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(b), "f"(a));
-  return p;
-}
-
 // (Templates, so that the pair branch is only instantiated for 16-bit T.)
 template <class E = T> KI void to_floats(float (&f)[VEC], const Raw& r) {
   if constexpr (kPairs) {

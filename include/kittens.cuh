@@ -42,6 +42,26 @@ template <> KI fp8e5m2 from_float<fp8e5m2>(float v) {
   u16 r; asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %1;" : "=h"(r) : "f"(v)); return fp8e5m2{(u8)(r & 0xff)};
 }
 
+// pack2 rounds two floats to the 16-bit pair (lo in the low half) in one
+// instruction; unpack2 widens such a pair. A bf16 is the top half of an
+// fp32: a shift or a mask widens it.
+template <class Elem> KI u32 pack2(float lo, float hi);
+template <> KI u32 pack2<bf16>(float lo, float hi) {
+  u32 r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
+template <> KI u32 pack2<f16>(float lo, float hi) {
+  u32 r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
+template <class Elem> KI void unpack2(u32 w, float& lo, float& hi);
+template <> KI void unpack2<bf16>(u32 w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+template <> KI void unpack2<f16>(u32 w, float& lo, float& hi) {
+  lo = to_float(f16{(u16)(w & 0xffff)});
+  hi = to_float(f16{(u16)(w >> 16)});
+}
+
 // Pack<Elem> is 16 bytes of T: the unit of every vectorized load and store.
 template <class Elem> struct __align__(16) Pack {
   static constexpr int N = 16 / sizeof(Elem);

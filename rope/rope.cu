@@ -126,10 +126,8 @@ KI void put2(Vec<E, N, A>& x, int i, float lo, float hi) {
   } else if constexpr (sizeof(E) == 4) {
     x.w[i] = __float_as_uint(lo);
     x.w[i + 1] = __float_as_uint(hi);
-  } else if constexpr (same<E, bf16>) {
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(x.w[i / 2]) : "f"(hi), "f"(lo));
   } else {
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(x.w[i / 2]) : "f"(hi), "f"(lo));
+    x.w[i / 2] = pack2<E>(lo, hi);
   }
 }
 

@@ -450,18 +450,6 @@ KI Stat fold_any(Stat own, const Vec* v, int len, int tid, int nt, float a2) {
   return a2 < 0.f ? fold<true>(own, v, len, tid, nt, a2) : fold<false>(own, v, len, tid, nt, a2);
 }
 
-// cvt2 rounds two floats to the 16-bit pair (lo, hi) in one instruction.
-KI u32 cvt2(float lo, float hi, bf16) {
-  u32 r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-KI u32 cvt2(float lo, float hi, f16) {
-  u32 r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
 // pack rounds V floats to one vector of E (T), 16-bit values two at a time.
 template <class E> KI VecBits pack(const float (&y)[V]) {
   Vec u;
@@ -469,7 +457,7 @@ template <class E> KI VecBits pack(const float (&y)[V]) {
 #pragma unroll
     for (int e = 0; e < V; ++e) u.e[e] = from_float<T>(y[e]);
   } else {
-    u.bits = uint4{cvt2(y[0], y[1], E{}), cvt2(y[2], y[3], E{}), cvt2(y[4], y[5], E{}), cvt2(y[6], y[7], E{})};
+    u.bits = uint4{pack2<E>(y[0], y[1]), pack2<E>(y[2], y[3]), pack2<E>(y[4], y[5]), pack2<E>(y[6], y[7])};
   }
   return u.bits;
 }
