@@ -7,8 +7,11 @@ import (
 	"github.com/gokittens/kittens/jit"
 )
 
-// variants are the (op, add, weight, bias) combinations the API launches.
+// variants are the (op, add, weight, bias) combinations the API launches,
+// and the padded and statistics-writing forms.
 var variants = []kernelKey{
+	{op: opRMS, weight: weightPlain, pad: true}, {op: opRMS, add: addFP32, weight: weightPlain, pad: true},
+	{op: opRMS, weight: weightPlain, stats: true}, {op: opLayer, weight: weightPlain, bias: true, stats: true},
 	{op: opRMS, weight: weightPlain}, {op: opRMS, weight: weightPlusOne},
 	{op: opRMS, add: addRounded, weight: weightPlain}, {op: opRMS, add: addRounded, weight: weightPlusOne},
 	{op: opRMS, add: addFP32, weight: weightPlain}, {op: opRMS, add: addFP32, weight: weightPlusOne},

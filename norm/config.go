@@ -152,7 +152,13 @@ func pickConfig(p cuda.Props, s rowShape) config {
 				c.perThread = pt
 			}
 		}
-		if s.twoPass && ((s.fused && s.bytesMoved() > int64(p.L2Bytes)) || intmath.CeilDiv(s.rows*intmath.NextPow2(accesses), subWarpBlock) <= sms) {
+		//
+		// Fused RMS rows (one reduction) do too: fused_add_rmsnorm 128x128
+		// 4.24 µs with one access a thread against 4.36 with two, 65536x128
+		// 20.58 against 20.62 (H200, two sweeps, after the norm.cu changes
+		// of the fifth session).
+		few := intmath.CeilDiv(s.rows*intmath.NextPow2(accesses), subWarpBlock) <= sms
+		if (s.fused && (!s.twoPass || s.bytesMoved() > int64(p.L2Bytes))) || (s.twoPass && few) {
 			c.perThread = 1
 			for intmath.CeilDiv(accesses, c.perThread) > 32 {
 				c.perThread *= 2
@@ -248,7 +254,11 @@ func pickConfig(p cuda.Props, s rowShape) config {
 	// 65536x256 27.68 µs against 28.19 and 28.29) but lost in kittens bench
 	// (base, new, base, new in one run: 65536x256 28.00, 28.19, 28.19,
 	// 28.32 µs; 262144x256 96.42, 97.25, 96.51, 97.15), so it keeps it.
-	c.hint = c.waves && c.vec > 1 && s.bytesMoved() > int64(p.L2Bytes)
+	//
+	// Fused RMS rows take it whatever their size: on the H200 (two sweeps)
+	// fused_add_rmsnorm 1x7168 4.91 µs against 5.03, 32x7168 5.15 against
+	// 5.31, 16384x128 (one access a thread) 8.64 against 8.78.
+	c.hint = c.waves && c.vec > 1 && (s.bytesMoved() > int64(p.L2Bytes) || (s.fused && !s.twoPass))
 	c.onePass = s.twoPass && s.elemSize == 2 && !c.looped
 	return c
 }

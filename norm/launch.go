@@ -32,6 +32,8 @@ type kernelKey struct {
 	reload    bool
 	hint      bool
 	onePass   bool
+	pad       bool // rows are zero-padded past n
+	stats     bool // rstd or mean is written
 }
 
 // withConfig is k specialized for launch configuration c on rows of n.
@@ -66,7 +68,7 @@ func (k kernelKey) kernel() jit.Kernel {
 			"BIAS": b2i(k.bias), "VEC": k.vec, "EVEN": b2i(k.even), "VPT": max(k.perThread, 1), "GROUP": k.group,
 			"PREFETCH": b2i(k.prefetch), "WAVES": b2i(k.waves), "LOOPED": b2i(k.looped), "CACHE": b2i(k.cache),
 			"THREADS": k.bound, "RELOAD": b2i(k.reload), "HINT": b2i(k.hint),
-			"ONEPASS": b2i(k.onePass),
+			"ONEPASS": b2i(k.onePass), "PAD": b2i(k.pad), "STATS": b2i(k.stats),
 		}),
 	}
 }
@@ -96,7 +98,8 @@ func (j *job) shape() rowShape {
 }
 
 func (j *job) key(c config) kernelKey {
-	return kernelKey{dtype: j.x.DType(), op: j.op, add: j.add, weight: j.weight, bias: j.b != nil}.withConfig(c, j.n())
+	return kernelKey{dtype: j.x.DType(), op: j.op, add: j.add, weight: j.weight, bias: j.b != nil,
+		pad: j.nOut > j.n(), stats: j.rstd != nil || j.mean != nil}.withConfig(c, j.n())
 }
 
 func ptrOf(t *tensor.Tensor) cuda.DevicePtr {
@@ -173,6 +176,6 @@ func (j *job) launchWith(s *cuda.Stream, c config) error {
 		Ptr(ptrOf(j.rstd)).Ptr(ptrOf(j.mean)).Ptr(ptrOf(j.rstdIn)).
 		I32(int32(j.rows())).I32(int32(j.n())).I32(int32(j.nOut)).
 		I64(rowStride(j.y)).I64(rowStride(j.residualOut)).I64(rowStride(j.x)).I64(rowStride(j.x2)).
-		F32(float32(j.eps)).F32(float32(j.denom))
+		F32(float32(j.eps)).F32(float32(j.denom)).F32(float32(1 / j.denom))
 	return fn.Launch(cuda.LaunchConfig{Grid: cuda.D1(c.grid), Block: cuda.D1(c.threads), Shared: c.shared, Stream: s}, args)
 }

@@ -71,7 +71,10 @@
 // RELOAD (norm_rows loads weights and biases for each row); HINT (row reads
 // ask L2 to evict them last); ONEPASS (16-bit LayerNorm statistics in one
 // pass); LOOPED (which entry this build holds); CACHE; THREADS (the block
-// bound).
+// bound); PAD (rows are zero-padded to n_out > n); STATS (rstd_out or
+// mean_out is given). The last two keep an unpadded launch without
+// statistics free of the checks after its stores (a dozen instructions a
+// warp, in a kernel of a few hundred where rows are short).
 #include "kittens.cuh"
 
 #define OP_RMS 0  // values of KIND
@@ -131,6 +134,8 @@ using Held = Access;
 // the packed words across a reduction and widens them again where they are
 // used, instead of keeping fp32 copies alive (twice the registers for 16-bit
 // data, and registers bound the occupancy that hides memory latency).
+// (Skipping it where a thread holds one access, 8 16-bit elements, lost
+// up to 3% on the one-row shapes it was meant for: H200, same run.)
 KI void launder(Access& a) {
 #pragma unroll
   for (int q = 0; q < Access::WORDS; ++q) asm volatile("" : "+r"(a.u[q]));
@@ -225,15 +230,25 @@ KI void load_inputs(const Elem* x, const Elem* x2, int i, int n, Inputs& in) {
 }
 
 // held_of forms the value being normalized: x, or x + residual rounded to
-// the dtype, or that sum in fp32.
+// the dtype, or that sum in fp32. (A template, so that the 16-bit pair
+// branch is only instantiated for 16-bit E.)
+template <class E = Elem>
 KI Held held_of(const Inputs& in) {
   Held h;
 #if ADD == 0
   h = in.x;
 #elif ADD == 1
-  h.zero();
+  if constexpr (sizeof(E) == 2 && VEC > 1) {
+    // Pairs round in one instruction (one cvt of two elements, not two
+    // cvts, shifts and an or).
 #pragma unroll
-  for (int t = 0; t < VEC; ++t) h.put(t, from_float<Elem>(in.x.get(t) + in.x2.get(t)));
+    for (int t = 0; t < VEC; t += 2)
+      h.u[t / 2] = pack2<E>(in.x.get(t) + in.x2.get(t), in.x.get(t + 1) + in.x2.get(t + 1));
+  } else {
+    h.zero();
+#pragma unroll
+    for (int t = 0; t < VEC; ++t) h.put(t, from_float<Elem>(in.x.get(t) + in.x2.get(t)));
+  }
 #else
 #pragma unroll
   for (int t = 0; t < VEC; ++t) h.v[t] = in.x.get(t) + in.x2.get(t);
@@ -327,6 +342,17 @@ KI void load_columns(const Elem* w, const Elem* bias, int i, int n, Columns& c) 
 }
 
 // finish computes one access of the output row.
+// gain is element t's weight factor: 1, w or 1 + w.
+KI float gain(const Columns& c, int t) {
+#if WEIGHT == 0
+  return 1.f;
+#elif WEIGHT == 1
+  return c.w.get(t);
+#else
+  return 1.f + c.w.get(t);
+#endif
+}
+
 KI void finish(const Held& h, const Access& h2, const Columns& c, const RowStats& st, float (&o)[VEC]) {
 #pragma unroll
   for (int t = 0; t < VEC; ++t) {
@@ -334,13 +360,7 @@ KI void finish(const Held& h, const Access& h2, const Columns& c, const RowStats
 #if KIND == OP_L2_BWD
     o[t] = st.r * (a - st.dot * h2.get(t));
 #else
-#if WEIGHT == 0
-    const float g = 1.f;
-#elif WEIGHT == 1
-    const float g = c.w.get(t);
-#else
-    const float g = 1.f + c.w.get(t);
-#endif
+    const float g = gain(c, t);
 #if BIAS
     const float b = c.b.get(t);
 #else
@@ -400,13 +420,16 @@ KI float unit_sum(float v) {
 // shift. Two-pass LayerNorm needs a second pass over the centred values;
 // `centred` computes this thread's share around a given mean (the entry
 // knows where the values are). Sums are divided by denom (N, or 1 for
-// L2Norm's plain sum): a division, not a product with 1/N, keeps the mean of
-// an exactly summed row exact, which matters where a near-constant row
-// divides by sqrt(eps). With GROUP = 0, `parity` picks the Scratch buffer
-// and `count` is warp_elements.
+// L2Norm's plain sum). The mean is a division, not a product with 1/N: that
+// keeps the mean of an exactly summed row exact, which matters where a
+// near-constant row divides by sqrt(eps). Squares, which nothing subtracts
+// from afterwards, are multiplied by rdenom (1/N rounded to fp32; within
+// an ulp of the quotient), which spares the division's dozen instructions
+// and its slow-path branch in every row. With GROUP = 0, `parity` picks the
+// Scratch buffer and `count` is warp_elements.
 template <class Centred>
 KI RowStats row_stats(float s1, float s2, float shift, Scratch& sc, int parity, int count, float rin, float eps,
-                      float denom, Centred centred) {
+                      float denom, float rdenom, Centred centred) {
   RowStats st{0.f, 0.f, 0.f};
 #if KIND == OP_LAYER
   // First the statistics of this thread's unit (the group that holds the
@@ -440,7 +463,7 @@ KI RowStats row_stats(float s1, float s2, float shift, Scratch& sc, int parity, 
   }
 #if GROUP > 0
   st.mean = mean;
-  st.r = rsqrtf(m2 / denom + eps);
+  st.r = rsqrtf(m2 * rdenom + eps);
 #else
   // One barrier per row: each warp publishes (sum, M2_w, m_w, c_w) of its
   // own elements, centred on its own mean m_w as the two-pass formula
@@ -464,7 +487,7 @@ KI RowStats row_stats(float s1, float s2, float shift, Scratch& sc, int parity, 
   const float4 p = lane < nw ? buf[lane] : make_float4(0.f, 0.f, 0.f, 0.f);
   st.mean = warp_sum(p.x) / denom;
   const float dm = p.z - st.mean;
-  st.r = rsqrtf(warp_sum(fmaf(p.w * dm, dm, p.y)) / denom + eps);
+  st.r = rsqrtf(warp_sum(fmaf(p.w * dm, dm, p.y)) * rdenom + eps);
 #endif
 #else
 #if GROUP > 0
@@ -473,7 +496,7 @@ KI RowStats row_stats(float s1, float s2, float shift, Scratch& sc, int parity, 
   s1 = block_total(s1, sc.sum[parity]);
 #endif
 #if KIND == OP_RMS
-  st.r = rsqrtf(s1 / denom + eps);
+  st.r = rsqrtf(s1 * rdenom + eps);
 #else
   st.dot = s1;
   st.r = rin;
@@ -482,6 +505,7 @@ KI RowStats row_stats(float s1, float s2, float shift, Scratch& sc, int parity, 
   return st;
 }
 
+// write_stats writes a row's statistics where they are asked for.
 KI void write_stats(const RowStats& st, float* rstd_out, float* mean_out, i64 row) {
   if (rstd_out) rstd_out[row] = st.r;
   if (mean_out) mean_out[row] = st.mean;
@@ -490,9 +514,15 @@ KI void write_stats(const RowStats& st, float* rstd_out, float* mean_out, i64 ro
 #define NORM_PARAMS                                                                                             \
   Elem *y, Elem *res_out, const Elem *x, const Elem *x2, const Elem *__restrict__ w, const Elem *__restrict__ bias, \
       float *rstd_out, float *mean_out, const float *rstd_in, int rows, int n, int n_out, i64 ldy, i64 ldro,   \
-      i64 ldx, i64 ldx2, float eps, float denom
+      i64 ldx, i64 ldx2, float eps, float denom, float rdenom
 
 #if !LOOPED
+// EARLY: norm_rows forms RMSNorm's x·w before the row's reduction, where
+// the weights sit in registers (not reloaded per row) and a thread holds
+// at most two accesses. With four (blocks of many long rows) it lost on an
+// H200: rmsnorm 4096x4096 +1.7%, rmsnorm_pad 4096x2880 +4.4%.
+#define EARLY (KIND == OP_RMS && WEIGHT != 0 && !RELOAD && VPT <= 2)
+
 extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
   __shared__ Scratch scratch;
   const int accesses = (n + VEC - 1) / VEC;
@@ -579,9 +609,27 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
     load_row(row + step, cur);  // the next row, in flight during this one's reductions
 #endif
 
+#if EARLY
+    // RMSNorm's outputs are x·w·r: x·w is formed now, before the reduction.
+    // Without a use of the weights before it, ptxas sank a thread's first
+    // weight load into the store's condition, after the reduction, where
+    // its L2 round trip added to the row's (seen in the SASS once the
+    // mean square's division was gone; rmsnorm 65536x128 and one-row
+    // 8192-wide shapes were 2% slower on an H200). The products take the
+    // registers the packed x and w took. In one A/B run on the H200 against
+    // the code before (division, run-time pad and statistics checks):
+    // rmsnorm 1x2048 4.32 -> 4.24 µs, 32x2048 4.43 -> 4.34, 128x128 4.24
+    // -> 4.19; fused_add_rmsnorm 1x4096 4.74 -> 4.62, 1x7168 5.20 ->
+    // 5.10, 65536x128 21.09 -> 20.72.
+    float pre[VPT][VEC];
+#pragma unroll
+    for (int k = 0; k < VPT; ++k)
+#pragma unroll
+      for (int t = 0; t < VEC; ++t) pre[k][t] = h[k].get(t) * gain(cols[k], t);
+#endif
 #pragma unroll
     for (int k = 0; k < VPT; ++k) launder(h[k]), launder(h2[k]);
-    const RowStats st = row_stats(s1, s2, shift, scratch, parity, count, rin, eps, denom, [&](float mean) {
+    const RowStats st = row_stats(s1, s2, shift, scratch, parity, count, rin, eps, denom, rdenom, [&](float mean) {
       float c2 = 0.f;
 #pragma unroll
       for (int k = 0; k < VPT; ++k)
@@ -592,6 +640,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       const int i = lane + k * threads;
+      float o[VEC];
+#if EARLY
+#pragma unroll
+      for (int t = 0; t < VEC; ++t) o[t] = pre[k][t] * st.r;
+#else
 #if RELOAD
       Columns ck;
       load_columns(w, bias, i, n, ck);
@@ -599,16 +652,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
       Columns& ck = cols[k];
 #endif
       launder(h[k]), launder(ck.w), launder(ck.b);
-      if (live && i < accesses) {
-        float o[VEC];
-        finish(h[k], h2[k], ck, st, o);
-        store_access(yr, i, n, o);
-      }
+      finish(h[k], h2[k], ck, st, o);
+#endif
+      if (live && i < accesses) store_access(yr, i, n, o);
     }
-    if (live) {
-      if (n_out > n) zero_pad(yr, lane, threads, n, n_out);
-      if (lane == 0) write_stats(st, rstd_out, mean_out, row);
-    }
+#if PAD
+    if (live) zero_pad(yr, lane, threads, n, n_out);
+#endif
+#if STATS
+    if (live && lane == 0) write_stats(st, rstd_out, mean_out, row);
+#endif
 #if WAVES
     break;
 #endif
@@ -667,7 +720,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARA
 #endif
     }
 
-    const RowStats st = row_stats(s1, 0.f, 0.f, scratch, parity, count, rin, eps, denom, [&](float mean) {
+    const RowStats st = row_stats(s1, 0.f, 0.f, scratch, parity, count, rin, eps, denom, rdenom, [&](float mean) {
       float s2 = 0.f;
       for (int i = lane; i < accesses; i += threads) {
         Held h;
@@ -691,8 +744,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARA
       finish(h, h2, c, st, o);
       store_access(yr, i, n, o);
     }
-    if (n_out > n) zero_pad(yr, lane, threads, n, n_out);
+#if PAD
+    zero_pad(yr, lane, threads, n, n_out);
+#endif
+#if STATS
     if (lane == 0) write_stats(st, rstd_out, mean_out, row);
+#endif
   }
 }
 #endif  // LOOPED

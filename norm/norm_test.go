@@ -47,8 +47,9 @@ func (d *opDef) variant(zeroCentered bool) kernelKey {
 // aligned), so that the cases do not compile them one at a time.
 func prepare(tb testing.TB, dev *cuda.Device, benches bool) {
 	keys := map[kernelKey]bool{}
-	add := func(d *opDef, dt tensor.DType, rows, n, stride, yStride int, zeroCentered bool) {
+	add := func(d *opDef, dt tensor.DType, rows, n, nOut, stride, yStride int, zeroCentered, stats bool) {
 		k := d.variant(zeroCentered)
+		k.pad, k.stats = nOut > n, stats && d.kind != opL2Backward
 		vec := 16 / dt.Size()
 		shape := rowShape{rows: rows, n: n, elemSize: dt.Size(), heldFP32: k.add == addFP32, cachesTwo: k.op == opL2Backward,
 			twoPass: k.op == opLayer, fused: d.fused, vector: stride%vec == 0 && yStride%vec == 0}
@@ -59,11 +60,12 @@ func prepare(tb testing.TB, dev *cuda.Device, benches bool) {
 	for _, d := range ops {
 		if benches {
 			for _, sh := range d.benches {
-				add(d, tensor.BF16, sh.rows, sh.n, sh.n, d.nOut(sh.n), false)
+				add(d, tensor.BF16, sh.rows, sh.n, d.nOut(sh.n), sh.n, d.nOut(sh.n), false, false)
 			}
 			if d.padTo > 0 {
 				for _, sh := range gptOSSShapes {
-					add(d, tensor.BF16, sh.rows, sh.n, sh.n, intmath.CeilDiv(sh.n, gptOSSPad)*gptOSSPad, false)
+					nOut := intmath.CeilDiv(sh.n, gptOSSPad) * gptOSSPad
+					add(d, tensor.BF16, sh.rows, sh.n, nOut, sh.n, nOut, false, false)
 				}
 			}
 			continue
@@ -77,7 +79,7 @@ func prepare(tb testing.TB, dev *cuda.Device, benches bool) {
 				if c.inPlace {
 					yStride = stride
 				}
-				add(d, dt, c.rows, c.n, stride, yStride, c.zeroCentered)
+				add(d, dt, c.rows, c.n, d.nOut(c.n), stride, yStride, c.zeroCentered, c.stats)
 			}
 		}
 	}

@@ -104,6 +104,11 @@ func BenchmarkSweep(b *testing.B) {
 		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 64, 3},
 		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 128, 3},
 		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 256, 3},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 1, 2048, 4},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 1, 7168, 4},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 32, 7168, 4},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 128, 128, 4},
+		{"layernorm", opLayer, addNone, weightPlain, true, 1, 2048, 2},
 	}
 	// The configs of every matched shape are collected first and their
 	// kernels compiled in parallel; then each is timed.
