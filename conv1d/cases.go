@@ -165,10 +165,11 @@ func (c testCase) layout(rng *rand.Rand) *layout {
 		}
 	}
 
-	// Bytes: x read, written rows of the outputs, w, bias, the states read
-	// (W−1 columns) and written (state_len columns).
+	// Bytes: x read, written rows of the outputs, w, bias, and the state
+	// columns each live sequence reads and writes (stateCols).
 	l.written = make([]bool, l.tokens)
-	var rows, statesRead, statesWritten int64
+	writesStates := c.op != opDense || c.denseFinal || c.inPlace
+	var rows, colsRead, colsWritten int64
 	for i, n := range l.lens {
 		live := l.slots[i] >= 0 || !l.stateful
 		for t := l.cu[i]; t < l.cu[i+1]; t++ {
@@ -178,18 +179,41 @@ func (c testCase) layout(rng *rand.Rand) *layout {
 			rows += int64(n)
 		}
 		if l.stateful && live && n > 0 {
+			read, written := c.stateCols(l.stateLen, n, writesStates)
 			if l.init[i] {
-				statesRead++
+				colsRead += read
 			}
-			if c.op != opDense || c.denseFinal || c.inPlace {
-				statesWritten++
-			}
+			colsWritten += written
 		}
 	}
 	dim, es := int64(l.dim), int64(c.dt.Size())
 	l.bytes = es * (int64(l.tokens)*dim + rows*dim + dim*int64(c.width) + dim*boolInt(!c.noBias) +
-		statesRead*int64(c.width-1)*dim + statesWritten*int64(l.stateLen)*dim)
+		(colsRead+colsWritten)*dim)
 	return l
+}
+
+// stateCols is how many columns of its state row (sl columns) a live
+// sequence of n > 0 tokens must read, when it starts from its state, and
+// write; writes is false when the op leaves the states alone (ForwardDense
+// without final states), which then read only the window:
+//   - shift: the window's newest W−1 columns and the columns [n, sl) that
+//     stay in the row; the whole row is written;
+//   - spec (NumAcceptedTokens a): the window [a−1, a−1+W−1) and the kept
+//     columns [a, a+sl−n), together [a−1, a+max(W−2, sl−n)); the whole row
+//     is written;
+//   - circular: the W−1 columns before the ring position; only the last
+//     min(n, sl) inputs are written, the other columns keep their values.
+func (c testCase) stateCols(sl, n int, writes bool) (read, written int64) {
+	win := c.width - 1
+	switch {
+	case !writes:
+		return int64(win), 0
+	case c.accepted:
+		return int64(max(win, sl-n+1)), int64(sl)
+	case c.circular:
+		return int64(min(win, sl)), int64(min(n, sl))
+	}
+	return int64(max(win, sl-n)), int64(sl)
 }
 
 // build draws the case's inputs with fill and lays out its outputs: rows the

@@ -111,6 +111,10 @@ var (
 // SiLU.
 var mixedLens = []int{512, 3072, 1024, 2560, 4096, 768, 1536, 2816} // 8 sequences, 16384 tokens
 
+// specTokens is L, the tokens a sequence verifies, in the
+// speculative-decoding benchmarks.
+const specTokens = 4
+
 func benchCases() map[opKind][]registry.Bench {
 	fwd := func(name string, lens []int, init float64) registry.Bench {
 		c := testCase{name: name, op: opForward, dt: bf16, width: 4, dim: qwenDim, lens: lens,
@@ -118,11 +122,26 @@ func benchCases() map[opKind][]registry.Bench {
 		return c.bench(&registry.TorchCase{Op: "conv1d_fwd", Args: map[string]any{
 			"lens": lens, "dim": qwenDim, "width": 4, "init_share": init, "bias": true, "silu": true, "dtype": "bf16"}})
 	}
-	upd := func(b int) registry.Bench {
-		c := testCase{name: "B" + strconv.Itoa(b) + "x8192 bf16 w4", op: opUpdate, dt: bf16, width: 4, dim: qwenDim, batch: b,
-			nSlots: 2 * b, silu: true, noBias: true}
-		return c.bench(&registry.TorchCase{Op: "conv1d_update", Args: map[string]any{
-			"batch": b, "n_slots": 2 * b, "dim": qwenDim, "width": 4, "silu": true, "dtype": "bf16"}})
+	// upd is a decode case under one of the state rules of spec §4.3
+	// (modeShift, modeSpec, modeCircular): the plain shift; speculative
+	// decoding, L = specTokens tokens a sequence, vLLM's state_len = W−2+L,
+	// accepted counts random in [1, L]; or the circular buffer, one token a
+	// sequence, random ring positions (one near 2^30).
+	upd := func(b, mode int) registry.Bench {
+		c := testCase{op: opUpdate, dt: bf16, width: 4, dim: qwenDim, batch: b, nSlots: 2 * b, silu: true, noBias: true}
+		args := map[string]any{"batch": b, "n_slots": 2 * b, "dim": qwenDim, "width": 4, "silu": true, "dtype": "bf16"}
+		tag, torchOp := "", "conv1d_update"
+		switch mode {
+		case modeSpec:
+			c.accepted, c.seqLen, c.stateLen = true, specTokens, c.width-2+specTokens
+			args["seq_len"], args["state_len"] = c.seqLen, c.stateLen
+			tag, torchOp = " spec"+strconv.Itoa(specTokens), "conv1d_update_spec"
+		case modeCircular:
+			c.circular = true
+			tag, torchOp = " circular", "conv1d_update_circular"
+		}
+		c.name = "B" + strconv.Itoa(b) + "x8192" + tag + " bf16 w4"
+		return c.bench(&registry.TorchCase{Op: torchOp, Args: args})
 	}
 	split := map[string]any{"key_dim": qwenKey, "value_dim": qwenValue, "width": 4, "silu": true, "dtype": "bf16"}
 	withArgs := func(extra map[string]any) map[string]any {
@@ -141,7 +160,8 @@ func benchCases() map[opKind][]registry.Bench {
 			fwd("1x32768x8192 bf16 w4", []int{32768}, 0),
 			fwd("8 seqs 16384x8192 bf16 w4 25% init", mixedLens, 0.25),
 		},
-		opUpdate: {upd(1), upd(32), upd(256)},
+		opUpdate: {upd(1, modeShift), upd(32, modeShift), upd(256, modeShift),
+			upd(32, modeSpec), upd(256, modeSpec), upd(32, modeCircular), upd(256, modeCircular)},
 		opForwardSplit: {testCase{name: "T4096 key2048 value4096 bf16 w4", op: opForwardSplit, dt: bf16, width: 4,
 			keyDim: qwenKey, valueDim: qwenValue, lens: []int{4096}, nSlots: 2, silu: true, noBias: true}.
 			bench(&registry.TorchCase{Op: "conv1d_fwd_split", Args: withArgs(map[string]any{"lens": []int{4096}})})},

@@ -2,8 +2,12 @@
 # are token-major [T, dim] as in the Go API; the conv itself runs as F.conv1d
 # with groups=dim on [1, dim, W-1+L] (the sequence's initial state or zeros
 # prepended, which is the left padding), transposed back to token-major.
-# Decode is torch.cat(state, x) times w, summed over the window. Conv states
-# are [n_slots, W-1, dim] and are written back, as the kernels do.
+# Decode is torch.cat(history, x) times w, summed over each token's window;
+# the history and the state columns written back follow the step's state rule
+# (spec 4.3, ref.go): the plain shift, speculative decoding
+# (num_accepted_tokens) or the circular buffer (cache_seqlens). Conv states
+# are [n_slots, state_len, dim] (state_len W-1 unless the case says) and are
+# written back, as the kernels do.
 import torch.nn.functional as F
 
 
@@ -63,15 +67,35 @@ def _conv1d_fwd_split(a):
 
 def _update_inputs(a, dim):
     bsz, n_slots, width = a["batch"], a["n_slots"], a["width"]
+    seq_len = a.get("seq_len", 0)  # 0: x [B, dim], one token a sequence
     dt = a.get("dtype", "bf16")
-    x = randn(bsz, dim, dtype=dt)
+    x = randn(bsz, seq_len, dim, dtype=dt) if seq_len else randn(bsz, dim, dtype=dt)
     w = randn(dim, width, dtype=dt, std=0.5)
-    states = randn(n_slots, width - 1, dim, dtype=dt)
+    states = randn(n_slots, a.get("state_len", width - 1), dim, dtype=dt)
     idx = torch.randperm(n_slots, device="cuda")[:bsz]
     return x, w, states, idx
 
 
+def _tokens(x):
+    """x [B, dim] or [B, L, dim] as [B, L, dim]."""
+    return x if x.dim() == 3 else x.unsqueeze(1)
+
+
+def _conv_window(win, x, w, silu):
+    """win [B, W-1+L, dim], each sequence's history then its L inputs: y in x's shape."""
+    y = (win.unfold(1, w.shape[1], 1).float() * w.float()).sum(-1)  # [B, L, dim]
+    if silu:
+        y = F.silu(y)
+    return y.to(x.dtype).view(x.shape)
+
+
+def _cols(rows, start, n):
+    """Columns start[b] + [0, n) of each sequence's state row: index pairs for states[...]."""
+    return rows[:, None], start[:, None] + torch.arange(n, device=start.device)
+
+
 def _update_fn(silu):
+    """The plain shift, one token a sequence: the state is the window's last W-1 columns."""
     def fn(x, w, states, idx):
         win = torch.cat([states[idx], x.unsqueeze(1)], 1)  # [B, W, dim]
         y = (win.float() * w.t().float().unsqueeze(0)).sum(1)
@@ -82,9 +106,57 @@ def _update_fn(silu):
     return fn
 
 
+def _update_spec_fn(silu):
+    """num_accepted_tokens a: history = state columns [a-1, a-1+W-1); the row
+    becomes its columns [a, a+state_len-L) followed by the L inputs."""
+    def fn(x, w, states, idx, accepted):
+        xt = _tokens(x)
+        first = accepted.long() - 1
+        hist = states[_cols(idx, first, w.shape[1] - 1)]  # [B, W-1, dim]
+        kept = states[_cols(idx, first + 1, states.shape[1] - xt.shape[1])]
+        y = _conv_window(torch.cat([hist, xt], 1), x, w, silu)
+        states.index_copy_(0, idx, torch.cat([kept, xt], 1))
+        return y
+    return fn
+
+
+def _update_circular_fn(silu):
+    """cache_seqlens p: history = state columns (p-(W-1)+m) mod state_len;
+    input i goes to column (p+i) mod state_len, the other columns stay (only
+    the last state_len inputs are written, so that no column is written twice)."""
+    def fn(x, w, states, idx, cache_seqlens):
+        xt = _tokens(x)
+        sl, n, p = states.shape[1], xt.shape[1], cache_seqlens.long()
+        rows, cols = _cols(idx, p - (w.shape[1] - 1), w.shape[1] - 1)
+        y = _conv_window(torch.cat([states[rows, cols % sl], xt], 1), x, w, silu)
+        m = min(n, sl)
+        rows, cols = _cols(idx, p + n - m, m)
+        states[rows, cols % sl] = xt[:, n - m:]
+        return y
+    return fn
+
+
 @builder("conv1d_update")
 def _conv1d_update(a):
     return _update_fn(a.get("silu", True)), _update_inputs(a, a["dim"])
+
+
+@builder("conv1d_update_spec")
+def _conv1d_update_spec(a):
+    """L = seq_len tokens a sequence, accepted counts random in [1, L] as the Go cases draw them."""
+    inputs = _update_inputs(a, a["dim"])
+    accepted = torch.randint(1, a["seq_len"] + 1, (a["batch"],), device="cuda", dtype=torch.int32)
+    return _update_spec_fn(a.get("silu", True)), (*inputs, accepted)
+
+
+@builder("conv1d_update_circular")
+def _conv1d_update_circular(a):
+    """Ring positions random in [0, 4 state_len), the first near 2^30, as the Go cases draw them."""
+    inputs = _update_inputs(a, a["dim"])
+    sl = inputs[2].shape[1]
+    seqlens = torch.randint(0, 4 * sl, (a["batch"],), device="cuda", dtype=torch.int32)
+    seqlens[0] = 2**30 + int(torch.randint(64, ()))
+    return _update_circular_fn(a.get("silu", True)), (*inputs, seqlens)
 
 
 @builder("conv1d_update_split")
