@@ -25,7 +25,9 @@ func TestKernelsCompile(t *testing.T) {
 				{dim: 8192, tokens: 1024, seqs: 1}, // the ring without the L2 evict-last copies: x and y fit L2
 				{dim: 8192, tokens: 256, seqs: 256, seqLen: 1},
 				{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, inPlace: true},
+				{dim: 8192, tokens: 512, seqs: 256, seqLen: 2},
 				{dim: 8192, tokens: 1024, seqs: 256, seqLen: 4},
+				{dim: 8192, tokens: 1536, seqs: 256, seqLen: 6},
 				{dim: 37, tokens: 100, seqs: 2},
 			} {
 				sh.elemSize = dt.Size()

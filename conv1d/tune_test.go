@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -133,9 +134,10 @@ func (s *tuneShape) measure(dev *cuda.Device, o Options) (bench.Result, error) {
 }
 
 // TestTune is for tuning and runs only with KITTENS_CONV1D_TUNE=1: it times
-// variants of the picked configuration on the benchmark shapes, checking
-// each output against the picked configuration's (bf16 tolerance; conv
-// states exact).
+// variants of the picked configuration on the benchmark shapes (those whose
+// name matches KITTENS_CONV1D_TUNE_CASES, a regexp, when it is set),
+// checking each output against the picked configuration's (bf16 tolerance;
+// conv states exact).
 //
 // What the sweeps on an H200 showed is in NOTES.md.
 func TestTune(t *testing.T) {
@@ -160,11 +162,35 @@ func TestTune(t *testing.T) {
 		picked,
 	}
 	decode := []variant{picked, picked}
+	multiToken := []variant{picked,
+		{"u4", func(c *config) { c.unroll = 4 }},
+		{"u4 b8", func(c *config) { c.unroll, c.minBlocks = 4, decodeMinBlocks }},
+		{"u1 b8", func(c *config) { c.unroll, c.minBlocks = 1, decodeMinBlocks }},
+		{"64 threads", func(c *config) { c.threads = 64 }},
+		{"no hints", func(c *config) { c.hints = false }},
+		picked,
+	}
 	fwd := func(name string, lens []int, init float64) testCase {
 		return testCase{name: name, op: opForward, dt: bf16, width: 4, dim: qwenDim, lens: lens, nSlots: 2 * len(lens), initShare: init, silu: true}
 	}
 	upd := func(b int) testCase {
 		return testCase{name: fmt.Sprintf("B%d", b), op: opUpdate, dt: bf16, width: 4, dim: qwenDim, batch: b, nSlots: 2 * b, silu: true, noBias: true}
+	}
+	spec := func(b int) testCase {
+		c := upd(b)
+		c.name += "spec4"
+		c.accepted, c.seqLen, c.stateLen = true, specTokens, c.width-2+specTokens
+		return c
+	}
+	circular := func(b int) testCase {
+		c := upd(b)
+		c.name += "circ"
+		c.circular = true
+		return c
+	}
+	only, err := regexp.Compile(os.Getenv("KITTENS_CONV1D_TUNE_CASES"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	cases := []struct {
 		c        testCase
@@ -176,9 +202,15 @@ func TestTune(t *testing.T) {
 		{upd(1), decode},
 		{upd(32), decode},
 		{upd(256), decode},
+		{spec(32), multiToken},
+		{spec(256), multiToken},
+		{circular(256), decode},
 	}
 	o := Options{SiLU: true, AssumeValidIndices: true}
 	for _, tc := range cases {
+		if !only.MatchString(tc.c.name) {
+			continue
+		}
 		s := newTuneShape(t, dev, tc.c)
 		for _, v := range tc.variants {
 			var used config
@@ -195,7 +227,14 @@ func TestTune(t *testing.T) {
 				t.Errorf("%s %s: %v", tc.c.name, v.name, err)
 				continue
 			}
-			fn, err := kernels.Get(dev, used.spec(bf16, 4, true, modeShift))
+			mode := modeShift
+			switch {
+			case tc.c.accepted:
+				mode = modeSpec
+			case tc.c.circular:
+				mode = modeCircular
+			}
+			fn, err := kernels.Get(dev, used.spec(bf16, 4, true, mode))
 			if err != nil {
 				t.Fatal(err)
 			}
