@@ -55,15 +55,11 @@ struct alignas(kBytes) Vec { E v[kVec]; };
 // calls). With EVICT_LAST a 16-byte read, in place or not, asks L2 to evict
 // the line last (load16_evict_last, a coherent load).
 template <bool kNC> KI Vec vload(const E* p) {
-  if constexpr (kBytes == 16 && EVICT_LAST) {
-    Vec v;
-    load16_evict_last(p, reinterpret_cast<u32*>(&v));
-    return v;
-  } else if constexpr (kBytes == 16 && kNC) {
+  if constexpr (kBytes == 16 && kNC && !EVICT_LAST) {
     const Pack<E> q = load_pack(p);
     return *reinterpret_cast<const Vec*>(&q);
   } else {
-    return *reinterpret_cast<const Vec*>(p);
+    return load_hinted<EVICT_LAST != 0, Vec>(p);
   }
 }
 

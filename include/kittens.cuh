@@ -109,6 +109,19 @@ KI void load16_evict_last(const void* p, u32* u) {
                : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3])
                : "l"(p), "l"(l2_evict_last()));
 }
+// load_hinted reads a T at p (aligned for T) with a coherent load: under the
+// L2 evict-last policy where EvictLast is set and T is 16 bytes
+// (load16_evict_last), plainly otherwise. It is the one hinted read every
+// family's picker switches with its define.
+template <bool EvictLast, class T> KI T load_hinted(const void* p) {
+  if constexpr (EvictLast && sizeof(T) == 16) {
+    T v;
+    load16_evict_last(p, reinterpret_cast<u32*>(&v));
+    return v;
+  } else {
+    return *reinterpret_cast<const T*>(p);
+  }
+}
 
 // Warp and block reductions (fp32).
 KI float warp_sum(float v) {

@@ -146,7 +146,7 @@ KI void launder(Held&) {}  // already fp32
 
 // load16 reads 16 bytes to u[0..3]. Row reads (rowRead) are coherent loads
 // (no .nc), since x may also be written by this kernel (in place); with HINT
-// they ask L2 to evict the line last (load16_evict_last). Weights and biases
+// they ask L2 to evict the line last (load_hinted). Weights and biases
 // are read-only here and go through the non-coherent path, as a volatile
 // load: the compiler otherwise sinks them toward their first use, which in
 // a block of one row put their L2 round trip after the row's instead of
@@ -156,11 +156,7 @@ KI void load16(const void* p, u32* u, bool rowRead) {
     asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p));
     return;
   }
-#if HINT
-  load16_evict_last(p, u);
-#else
-  *reinterpret_cast<uint4*>(u) = *reinterpret_cast<const uint4*>(p);
-#endif
+  *reinterpret_cast<uint4*>(u) = load_hinted<HINT != 0, uint4>(p);
 }
 
 // load_access reads access i of a row as stored; elements at or past n read

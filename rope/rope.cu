@@ -82,13 +82,7 @@ KI Vec<E, N, A> vload(const E* p) { return *reinterpret_cast<const Vec<E, N, A>*
 // writes what it reads).
 template <class E, int N, int A>
 KI Vec<E, N, A> dload(const E* p) {
-  if constexpr (ROPE_EVICT && sizeof(Vec<E, N, A>) == 16 && A == 16) {
-    Vec<E, N, A> x;
-    load16_evict_last(p, x.w);
-    return x;
-  } else {
-    return vload<E, N, A>(p);
-  }
+  return load_hinted<ROPE_EVICT != 0 && A == 16, Vec<E, N, A>>(p);
 }
 
 // vstore writes x to p; 16-byte stores carry the evict-first (.cs) hint when

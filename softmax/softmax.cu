@@ -136,15 +136,7 @@ KI int col(int base, int lanes, int lane, int r) { return base + (r * lanes + la
 
 // vload reads a whole vector of x; with EVICT_LAST a 16-byte one asks L2 to
 // evict the line last (load16_evict_last: a coherent load, y may be x).
-KI VecBits vload(const T* p) {
-  if constexpr (EVICT_LAST && sizeof(VecBits) == 16) {
-    VecBits b;
-    load16_evict_last(p, reinterpret_cast<u32*>(&b));
-    return b;
-  } else {
-    return *reinterpret_cast<const VecBits*>(p);
-  }
-}
+KI VecBits vload(const T* p) { return load_hinted<EVICT_LAST != 0, VecBits>(p); }
 
 KI void fetch(const T* row, int base, int lanes, int lane, int end, Raw& raw) {
 #pragma unroll
