@@ -48,6 +48,31 @@ type testCase struct {
 	rowPad           int  // extra elements after each row of x
 }
 
+// inMode is decode case c under a state rule of spec §4.3: the plain shift
+// as it is; speculative decoding, specTokens tokens a sequence, vLLM's
+// state_len = W−2+L, accepted counts random in [1, L]; or the circular
+// buffer, random ring positions (one near 2^30).
+func (c testCase) inMode(mode int) testCase {
+	switch mode {
+	case modeSpec:
+		c.accepted, c.seqLen, c.stateLen = true, specTokens, c.width-2+specTokens
+	case modeCircular:
+		c.circular = true
+	}
+	return c
+}
+
+// mode is the decode state rule c runs under.
+func (c testCase) mode() int {
+	switch {
+	case c.accepted:
+		return modeSpec
+	case c.circular:
+		return modeCircular
+	}
+	return modeShift
+}
+
 // built is a case turned into host tensors and a call on them.
 type built struct {
 	ts      []*tensor.Tensor

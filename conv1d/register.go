@@ -123,21 +123,16 @@ func benchCases() map[opKind][]registry.Bench {
 			"lens": lens, "dim": qwenDim, "width": 4, "init_share": init, "bias": true, "silu": true, "dtype": "bf16"}})
 	}
 	// upd is a decode case under one of the state rules of spec §4.3
-	// (modeShift, modeSpec, modeCircular): the plain shift; speculative
-	// decoding, L = specTokens tokens a sequence, vLLM's state_len = W−2+L,
-	// accepted counts random in [1, L]; or the circular buffer, one token a
-	// sequence, random ring positions (one near 2^30).
+	// (testCase.inMode).
 	upd := func(b, mode int) registry.Bench {
-		c := testCase{op: opUpdate, dt: bf16, width: 4, dim: qwenDim, batch: b, nSlots: 2 * b, silu: true, noBias: true}
+		c := testCase{op: opUpdate, dt: bf16, width: 4, dim: qwenDim, batch: b, nSlots: 2 * b, silu: true, noBias: true}.inMode(mode)
 		args := map[string]any{"batch": b, "n_slots": 2 * b, "dim": qwenDim, "width": 4, "silu": true, "dtype": "bf16"}
 		tag, torchOp := "", "conv1d_update"
 		switch mode {
 		case modeSpec:
-			c.accepted, c.seqLen, c.stateLen = true, specTokens, c.width-2+specTokens
 			args["seq_len"], args["state_len"] = c.seqLen, c.stateLen
 			tag, torchOp = " spec"+strconv.Itoa(specTokens), "conv1d_update_spec"
 		case modeCircular:
-			c.circular = true
 			tag, torchOp = " circular", "conv1d_update_circular"
 		}
 		c.name = "B" + strconv.Itoa(b) + "x8192" + tag + " bf16 w4"

@@ -176,18 +176,8 @@ func TestTune(t *testing.T) {
 	upd := func(b int) testCase {
 		return testCase{name: fmt.Sprintf("B%d", b), op: opUpdate, dt: bf16, width: 4, dim: qwenDim, batch: b, nSlots: 2 * b, silu: true, noBias: true}
 	}
-	spec := func(b int) testCase {
-		c := upd(b)
-		c.name += "spec4"
-		c.accepted, c.seqLen, c.stateLen = true, specTokens, c.width-2+specTokens
-		return c
-	}
-	circular := func(b int) testCase {
-		c := upd(b)
-		c.name += "circ"
-		c.circular = true
-		return c
-	}
+	spec := func(b int) testCase { c := upd(b).inMode(modeSpec); c.name += "spec4"; return c }
+	circular := func(b int) testCase { c := upd(b).inMode(modeCircular); c.name += "circ"; return c }
 	only, err := regexp.Compile(os.Getenv("KITTENS_CONV1D_TUNE_CASES"))
 	if err != nil {
 		t.Fatal(err)
@@ -227,14 +217,7 @@ func TestTune(t *testing.T) {
 				t.Errorf("%s %s: %v", tc.c.name, v.name, err)
 				continue
 			}
-			mode := modeShift
-			switch {
-			case tc.c.accepted:
-				mode = modeSpec
-			case tc.c.circular:
-				mode = modeCircular
-			}
-			fn, err := kernels.Get(dev, used.spec(bf16, 4, true, mode))
+			fn, err := kernels.Get(dev, used.spec(bf16, 4, true, tc.c.mode()))
 			if err != nil {
 				t.Fatal(err)
 			}
