@@ -244,6 +244,19 @@ const (
 // scoreboard), not on its MUFU unit. 16 KiB pieces for 256×262144 f32 ran
 // 157.6 against 162.7 in one run and 161.9 against 161.4 in another: within
 // the run-to-run spread, not taken.
+//
+// A cluster's blocks must share a GPC, so a resident wave leaves SMs idle:
+// Nsight Compute put 256×262144 bf16 on 116 of 132 SMs (29 clusters of 4,
+// 9 rows each where 7.8 would do) and its DRAM at 70% of peak, and f32 on
+// 120 (15 clusters of 8, 18 rows). Groups of consecutive blocks of a
+// cooperative grid that meet in a per-stream global workspace (a release
+// of the pair and its tag, an acquire on the peers') fill the SMs evenly
+// but lost in the sixth session, at equal grids too: 256×262144 f32 174.3
+// with 16 groups of 8 against 158.3 with 15 clusters, bf16 90.3 (32
+// groups of 4) against 85.1, 256×131072 bf16 48.1 against 43.9 (64 groups
+// or clusters of 2 either way); fence-free tagged 64-bit words did no
+// better (3040 against 2988 GB/s). A row's exchange through L2 costs more
+// than DSMEM's, and each row waits for it.
 func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
 	size := dt.Size()
 	if p.Major < 9 || vec*size != 16 || n%vec != 0 || n*size < bulkMinRow || int64(m)*int64(n*size) < bulkMinBytes {
