@@ -23,6 +23,11 @@
 # first compile every case in parallel ($KITTENS_TORCH_WORKERS, default 8):
 # that fills Inductor's on-disk graph and Triton caches, and the timing pass,
 # one case after another in this process, then compiles from the cache.
+# Workers do not save their autotuning choices (autotune_local_cache off):
+# Inductor times the candidate configs of a reduction kernel at its first
+# call, and in a worker that runs beside the others on the same GPU; the
+# config saved from there would be the timing pass's too. The timing pass
+# makes its own choice, alone on the GPU, in its first round.
 import json
 import math
 import multiprocessing
@@ -32,6 +37,7 @@ import time
 import traceback
 
 import torch
+import torch._inductor.config
 
 BUILDERS = {}
 DT = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
@@ -142,6 +148,7 @@ def time_us(fn, input_sets, runs):
 def warm_one(c):
     """Compile one case in a worker process; errors surface in the timing pass."""
     try:
+        torch._inductor.config.autotune_local_cache = False
         fn, inputs = BUILDERS[c["op"]](c["args"])
         torch.compile(fn, dynamic=False)(*inputs)
         torch.cuda.synchronize()
