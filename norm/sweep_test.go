@@ -62,53 +62,58 @@ func BenchmarkSweep(b *testing.B) {
 	}
 	fmt.Printf("SWEEP empty kernel %8.2f us\n", r.MedianUS)
 	shapes := []sweepShape{
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 1, 2048, 2},
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 32, 4096, 2},
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 1, 8192, 2},
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 8192, 2},
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 8192, 2},
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 4096, 2},
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 128, 2},
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 65536, 128, 2},
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 32, 7168, 2},
-		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 16384, 8192, 4},
-		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 16384, 128, 4},
-		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 65536, 128, 4},
-		{"layernorm", opLayer, addNone, weightPlain, true, 1, 8192, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 32, 4096, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 2048, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 2048, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 4096, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 4096, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 7168, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 7168, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 8192, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 8192, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 128, 128, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 128, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 65536, 128, 2},
-		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 4096, 4096, 4},
-		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 16384, 8192, 4},
-		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 16384, 128, 4},
-		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 65536, 128, 4},
-		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 128, 2},
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 4096, 2},
-		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 4096, 4096, 4},
-		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 65536, 256, 3},
-		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 128, 2},
-		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 128, 2},
-		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 4096, 128, 4},
-		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 4096, 128, 4},
-		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 64, 2},
-		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 256, 2},
-		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 64, 3},
-		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 128, 3},
-		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 256, 3},
-		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 1, 2048, 4},
-		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 1, 7168, 4},
-		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 32, 7168, 4},
-		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 128, 128, 4},
-		{"layernorm", opLayer, addNone, weightPlain, true, 1, 2048, 2},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 1, 2048, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 32, 4096, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 1, 8192, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 8192, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 8192, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 4096, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 128, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 65536, 128, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 32, 7168, 2, false},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 16384, 8192, 4, false},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 16384, 7168, 4, false},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 16384, 128, 4, false},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 65536, 128, 4, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 1, 8192, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 32, 4096, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 2048, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 2048, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 4096, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 4096, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 7168, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 7168, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 8192, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 8192, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 128, 128, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 16384, 128, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 65536, 128, 2, false},
+		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 4096, 4096, 4, false},
+		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 16384, 8192, 4, false},
+		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 16384, 128, 4, false},
+		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 65536, 128, 4, false},
+		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 128, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 4096, 2, false},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 4096, 4096, 4, false},
+		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 65536, 256, 3, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 128, 2, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 128, 2, false},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 4096, 128, 4, false},
+		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 4096, 128, 4, false},
+		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 64, 2, false},
+		{"l2norm_fwd", opRMS, addNone, weightNone, false, 262144, 256, 2, false},
+		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 64, 3, false},
+		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 128, 3, false},
+		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 262144, 256, 3, false},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 1, 2048, 4, false},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 1, 7168, 4, false},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 32, 7168, 4, false},
+		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 128, 128, 4, false},
+		{"layernorm", opLayer, addNone, weightPlain, true, 1, 2048, 2, false},
+	}
+	for _, sh := range []sweepShape{{m: 16384, n: 7168}, {m: 16384, n: 8192}, {m: 4096, n: 7168}, {m: 16384, n: 4096}, {m: 32, n: 7168}} {
+		sh.name, sh.op, sh.add, sh.weight, sh.tensors, sh.inPlace = "fused_add_rmsnorm_inplace", opRMS, addRounded, weightPlain, 4, true
+		shapes = append(shapes, sh)
 	}
 	// The configs of every matched shape are collected first and their
 	// kernels compiled in parallel; then each is timed.
@@ -281,7 +286,8 @@ type sweepShape struct {
 	weight  weightMode
 	bias    bool
 	m, n    int
-	tensors int // row tensors read + written
+	tensors int  // row tensors read + written
+	inPlace bool // y is x and the residual's output the residual (timed so; checked out of place)
 }
 
 // job is a job of the shape's op on rows of its rows, over bf16 tensors
@@ -300,6 +306,9 @@ func (sh sweepShape) job(rows int, mk func(dt tensor.DType, std float64, shape .
 	if sh.add != addNone {
 		j.x2, j.residualOut = mk(tensor.BF16, 1, rows, sh.n), mk(tensor.BF16, 1, rows, sh.n)
 	}
+	if sh.inPlace {
+		j.y, j.residualOut = j.x, j.x2
+	}
 	if sh.op == opL2Backward {
 		j.x2, j.rstdIn = mk(tensor.BF16, 1/float64(sh.n), rows, sh.n), mk(tensor.F32, 1, rows)
 	}
@@ -312,6 +321,7 @@ func (sh sweepShape) job(rows int, mk func(dt tensor.DType, std float64, shape .
 func (sh sweepShape) check(dev *cuda.Device, c config) (check.Report, error) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	var spec check.Spec
+	sh.inPlace = false
 	j := sh.job(min(sh.m, 300), func(dt tensor.DType, std float64, shape ...int) *tensor.Tensor {
 		t := tensor.New(dt, shape...)
 		t.FillNormal(rng, 0.5*std, std)
