@@ -70,13 +70,14 @@ type config struct {
 // subWarpAccesses accesses (1024 bf16 elements) go to sub-warp groups so that
 // no barrier is needed. residentThreads is what one SM keeps resident.
 // LayerNorm rows of up to layerStrideAccesses accesses (4 Ki bf16) take a
-// resident, row-striding grid where the launch moves up to
-// layerStrideL2Multiple times what L2 holds; longer rows and larger
-// launches a block per row.
+// resident, row-striding grid of layerStridePerThread accesses a thread
+// where the launch moves up to layerStrideL2Multiple times what L2 holds;
+// longer rows and larger launches a block per row.
 const (
 	subWarpAccesses       = 128
 	layerStrideAccesses   = 512
 	layerStrideL2Multiple = 2
+	layerStridePerThread  = 2
 	subWarpBlock          = 128
 	maxPerThread          = 4
 	maxBlockThreads       = 512
@@ -172,8 +173,20 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		s.bytesMoved() <= layerStrideL2Multiple*int64(p.L2Bytes):
 		// LayerNorm of one row read, rows of up to 4 Ki bf16, in launches of
 		// up to twice L2: a resident grid that strides over the rows and
-		// loads the next row during this one's reductions, four accesses per
-		// thread (fewest threads to a row). On an H200, bf16 4096x4096 (67
+		// loads the next row during this one's reductions, two accesses per
+		// thread, as many blocks as the SMs hold (the launcher lowers the
+		// grid to the kernel's occupancy), with the hint where the launch
+		// outgrows L2. Until the sixth session it held four accesses a
+		// thread in a grid sized for the 128-register cap (four 128-thread
+		// blocks an SM at 4096 wide), no hint. On an H200, two sweeps, the
+		// new shape against the old: 4096x4096 21.38 and 21.38 µs against
+		// 21.86 and 22.37 (22.14-22.40 in kittens bench); 4096x2048 13.47
+		// and 13.63 against 14.30 (14.02-14.14). Two accesses in the old,
+		// smaller grid lost (4096x4096 24.70-25.09), and four accesses in
+		// the larger grid tied (22.24-22.30). kittens bench, old and new
+		// alternating, three rounds: 4096x4096 22.27-22.43 -> 21.54-21.63,
+		// 4096x2048 14.02-14.14 -> 13.47-13.60; the other LayerNorm shapes
+		// unchanged. Earlier, with four: bf16 4096x4096 (67
 		// MB) 22.27 and 22.34 µs against 23.10 for a block per row with the
 		// late weight loads, the hint and one-pass statistics (22.66 at best
 		// for a block per row); before those, 16384x2048 40.2 against 53.8
@@ -184,14 +197,12 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// and 74.62. A warp per row (8 or 16 accesses a lane, weights loaded
 		// late, no barrier; in waves or striding, one- or two-pass, with or
 		// without the hint) lost at both widths: 39.14 µs at best at
-		// 16384x2048, 75.55 at 16384x4096. The grid is what the 128-register
-		// cap of a 512-thread bound surely keeps resident (the launcher
-		// lowers it further if the kernel needs more), so that prefetching
-		// is on wherever a block meets a second row.
-		c.perThread = maxPerThread
+		// 16384x2048, 75.55 at 16384x4096. Prefetching is on wherever a
+		// block meets a second row.
+		c.perThread = layerStridePerThread
 		c.threads = max(intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32), 64)
 		c.bound = maxBlockThreads
-		c.grid = min(s.rows, sms*max(1, maxBlockThreads/c.threads))
+		c.grid = min(s.rows, sms*residentThreads/c.threads)
 		c.prefetch = s.rows > c.grid
 	case accesses <= maxPerThread*maxBlockThreads:
 		// One block per row, every row its own block: the hardware starts a
@@ -248,8 +259,10 @@ func pickConfig(p cuda.Props, s rowShape) config {
 	// 67.7, layernorm 16384x8192 (with one-pass statistics) 135.0 -> 130.1.
 	// Where the data fit in L2 it lost a little (rmsnorm 16384x128 6.78 ->
 	// 6.94 µs), and so it did on the resident, row-striding LayerNorm grids
-	// (layernorm 16384x2048 38.5 -> 39.5, 4096x4096 22.1 -> 22.7, 65536x128
-	// 13.4 -> 13.8) except at 16384x4096 (74.4 -> 72.0): those go without.
+	// of four accesses a thread (layernorm 16384x2048 38.5 -> 39.5, 4096x4096
+	// 22.1 -> 22.7, 65536x128 13.4 -> 13.8) except at 16384x4096 (74.4 ->
+	// 72.0); their fuller grids of two accesses gain from it (4096x4096 21.66
+	// -> 21.38 µs), so the striding grids that prefetch take it too.
 	// L2 backward without the hint won in BenchmarkSweep (l2norm_bwd
 	// 65536x256 27.68 µs against 28.19 and 28.29) but lost in kittens bench
 	// (base, new, base, new in one run: 65536x256 28.00, 28.19, 28.19,
@@ -258,7 +271,7 @@ func pickConfig(p cuda.Props, s rowShape) config {
 	// Fused RMS rows take it whatever their size: on the H200 (two sweeps)
 	// fused_add_rmsnorm 1x7168 4.91 µs against 5.03, 32x7168 5.15 against
 	// 5.31, 16384x128 (one access a thread) 8.64 against 8.78.
-	c.hint = c.waves && c.vec > 1 && (s.bytesMoved() > int64(p.L2Bytes) || (s.fused && !s.twoPass))
+	c.hint = (c.waves || c.prefetch) && c.vec > 1 && (s.bytesMoved() > int64(p.L2Bytes) || (s.fused && !s.twoPass))
 	c.onePass = s.twoPass && s.elemSize == 2 && !c.looped
 	return c
 }

@@ -66,9 +66,12 @@ func TestPickConfigChoices(t *testing.T) {
 		{"7168 bf16: a block of 224 threads x 4 per row", propsH100,
 			rowShape{rows: 16384, n: 7168, elemSize: 2, vector: true},
 			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true, hint: true}},
-		{"LayerNorm 2048 bf16, 4096 rows (34 MB): a resident grid of 64 threads x 4, no hint", propsH100,
+		{"LayerNorm 2048 bf16, 4096 rows (34 MB): a resident grid of 128 threads x 2, no hint", propsH100,
 			rowShape{rows: 4096, n: 2048, elemSize: 2, twoPass: true, vector: true},
-			config{vec: 8, perThread: 4, threads: 64, bound: 512, grid: 132 * 8, prefetch: true, onePass: true}},
+			config{vec: 8, perThread: 2, threads: 128, bound: 512, grid: 132 * 16, prefetch: true, onePass: true}},
+		{"LayerNorm 4096 bf16, 4096 rows (67 MB, over L2): a resident grid of 256 threads x 2, hinted", propsH100,
+			rowShape{rows: 4096, n: 4096, elemSize: 2, twoPass: true, vector: true},
+			config{vec: 8, perThread: 2, threads: 256, bound: 512, grid: 132 * 8, prefetch: true, hint: true, onePass: true}},
 		{"LayerNorm 2048 bf16, 16384 rows (134 MB, over twice L2): a block of 64 threads x 4 per row, hinted", propsH100,
 			rowShape{rows: 16384, n: 2048, elemSize: 2, twoPass: true, vector: true},
 			config{vec: 8, perThread: 4, threads: 64, bound: 64, grid: 16384, waves: true, reload: true, hint: true, onePass: true}},
@@ -79,8 +82,8 @@ func TestPickConfigChoices(t *testing.T) {
 			rowShape{rows: 4096, n: 4096, elemSize: 2, fused: true, vector: true},
 			config{vec: 8, perThread: 2, threads: 256, bound: 256, grid: 4096, waves: true, hint: true}},
 		{"LayerNorm 4096 bf16, rows only fill the resident grid: no prefetch", propsH100,
-			rowShape{rows: 500, n: 4096, elemSize: 2, twoPass: true, vector: true},
-			config{vec: 8, perThread: 4, threads: 128, bound: 512, grid: 500, onePass: true}},
+			rowShape{rows: 200, n: 4096, elemSize: 2, twoPass: true, vector: true},
+			config{vec: 8, perThread: 2, threads: 256, bound: 512, grid: 200, onePass: true}},
 		{"LayerNorm 7168 bf16: a block of 224 threads x 4 per row, weights loaded late", propsH100,
 			rowShape{rows: 16384, n: 7168, elemSize: 2, twoPass: true, vector: true},
 			config{vec: 8, perThread: 4, threads: 224, bound: 224, grid: 16384, waves: true, reload: true, hint: true, onePass: true}},
@@ -189,8 +192,8 @@ func checkConfig(t *testing.T, p cuda.Props, s rowShape, c config) {
 		fail("too much shared memory")
 	case !c.cache && c.shared != 0:
 		fail("shared memory without a cache")
-	case c.hint && (!c.waves || c.vec == 1 || c.looped):
-		fail("L2 hint off the one-row-per-group path")
+	case c.hint && (!(c.waves || c.prefetch) || c.vec == 1 || c.looped):
+		fail("L2 hint off the one-row-per-group and prefetching paths")
 	case c.onePass != (s.twoPass && s.elemSize == 2 && !c.looped):
 		fail("one-pass statistics off 16-bit LayerNorm in registers")
 	}
