@@ -5,10 +5,12 @@ import (
 
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/jit"
@@ -536,6 +538,30 @@ func TestMixedLocations(t *testing.T) {
 	for _, b := range y.Bytes() {
 		if b != 0xFF {
 			t.Fatal("host output written despite the error")
+		}
+	}
+}
+
+// TestLayerNormStridingGrid runs LayerNorm's resident, row-striding grid,
+// where a block prefetches its next row, in every dtype (the registered
+// cases reach it in bf16 only) against the reference, with the statistics
+// written: 3000 rows of 1040 are more rows than the grid has blocks.
+func TestLayerNormStridingGrid(t *testing.T) {
+	dev := gputest.Device(t)
+	i := slices.IndexFunc(ops, func(d *opDef) bool { return d.name == "layernorm" })
+	c := caseSpec{rows: 3000, n: 1040, stats: true}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, dt := range activationDTypes {
+		cfg := pickConfig(dev.Props(), rowShape{rows: c.rows, n: c.n, elemSize: dt.Size(), twoPass: true, vector: true})
+		if !cfg.prefetch {
+			t.Fatalf("%v: %+v does not stride", dt, cfg)
+		}
+		r, err := check.Run(dev, ops[i].spec(c, dt, rng))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Pass {
+			t.Errorf("%v %dx%d: %v", dt, c.rows, c.n, r)
 		}
 	}
 }
