@@ -293,8 +293,11 @@ type sweepShape struct {
 // job is a job of the shape's op on rows of its rows, over bf16 tensors
 // (and fp32 statistics) that mk makes of a given standard deviation.
 func (sh sweepShape) job(rows int, mk func(dt tensor.DType, std float64, shape ...int) *tensor.Tensor) *job {
-	j := &job{op: sh.op, add: sh.add, weight: sh.weight, x: mk(tensor.BF16, 1, rows, sh.n), y: mk(tensor.BF16, 1, rows, sh.n),
-		eps: 1e-6, denom: float64(sh.n), nOut: sh.n}
+	j := &job{op: sh.op, add: sh.add, weight: sh.weight, x: mk(tensor.BF16, 1, rows, sh.n), eps: 1e-6, denom: float64(sh.n), nOut: sh.n}
+	j.y = j.x
+	if !sh.inPlace {
+		j.y = mk(tensor.BF16, 1, rows, sh.n)
+	}
 	if sh.weight != weightNone {
 		j.w = mk(tensor.BF16, 1, sh.n)
 	} else {
@@ -304,10 +307,11 @@ func (sh sweepShape) job(rows int, mk func(dt tensor.DType, std float64, shape .
 		j.b = mk(tensor.BF16, 1, sh.n)
 	}
 	if sh.add != addNone {
-		j.x2, j.residualOut = mk(tensor.BF16, 1, rows, sh.n), mk(tensor.BF16, 1, rows, sh.n)
-	}
-	if sh.inPlace {
-		j.y, j.residualOut = j.x, j.x2
+		j.x2 = mk(tensor.BF16, 1, rows, sh.n)
+		j.residualOut = j.x2
+		if !sh.inPlace {
+			j.residualOut = mk(tensor.BF16, 1, rows, sh.n)
+		}
 	}
 	if sh.op == opL2Backward {
 		j.x2, j.rstdIn = mk(tensor.BF16, 1/float64(sh.n), rows, sh.n), mk(tensor.F32, 1, rows)
