@@ -257,6 +257,19 @@ const (
 // or clusters of 2 either way); fence-free tagged 64-bit words did no
 // better (3040 against 2988 GB/s). A row's exchange through L2 costs more
 // than DSMEM's, and each row waits for it.
+//
+// What holds the long rows back (seventh session, ablations of the picked
+// configs, each a define that breaks the result; µs, bf16 256×262144 then
+// f32 256×262144; a same-size copy takes about 67 and 129): the picker
+// 82.6–83.2 and 145.5–147.7; without the cluster exchange 78.1 and 145.0;
+// the fold without ex2 78.9 and 145.2; the emit without ex2 79.6 and
+// 145.9; a plain copy through the ring (no fold, no exchange, no ex2) 75.4
+// and 140.3, 89% and 92% of the copy; that ring without its stores 43.0
+// and 73.1. So the ring's row-by-row flow, not the arithmetic or the merge,
+// keeps these shapes under 95% of a copy. Freeing each slot once folded and
+// reading x again to write y (from L2, it was hoped) lost at every cluster
+// size from 1 to 8 and 16 or 32 KiB pieces: bf16 108–135, f32 205–234
+// (55–63% of the copy); the second read mostly misses L2.
 func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
 	size := dt.Size()
 	if p.Major < 9 || vec*size != 16 || n%vec != 0 || n*size < bulkMinRow || int64(m)*int64(n*size) < bulkMinBytes {
