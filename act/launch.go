@@ -84,6 +84,9 @@ type spec struct {
 	// clamps apply (compile-time in the kernel: one straight path each).
 	layout gatedLayout
 	full   bool
+	// single: one whole item a thread and a grid that covers them all
+	// (SINGLE in act.cu: no loop, no scalar tail).
+	single bool
 }
 
 // gatedLayout is act.cu's LAYOUT.
@@ -104,7 +107,7 @@ func (k spec) kernel() jit.Kernel {
 	}
 	return jit.Kernel{File: "act/act.cu", Source: actSrc, Entry: entry, Defines: jit.Defines(map[string]any{
 		"ELEM": cTypes[k.dtype], "ACT": int(k.kind), "VEC": k.vec, "UNROLL": k.unroll,
-		"LAYOUT": int(k.layout), "FULL": b2i(k.full), "EVICT_LAST": b2i(k.evictLast),
+		"LAYOUT": int(k.layout), "FULL": b2i(k.full), "EVICT_LAST": b2i(k.evictLast), "SINGLE": b2i(k.single),
 	})}
 }
 
@@ -112,9 +115,9 @@ var kernels = jit.Funcs[spec]{Kernel: spec.kernel}
 
 // Prepare compiles, in parallel, the kernels act uses most: every
 // activation and dtype, unary and plain gated (halves), at the full 16-byte
-// width (with and without the L2 evict-last reads of large calls) and at
-// width 1 (for sizes and strides that allow nothing wider), and SwiGLU in
-// both layouts. Calling it once at start-up keeps NVRTC out of
+// width (with and without the L2 evict-last reads of large calls, and for
+// rows that end in a partial vector) and at width 1 (for sizes and strides
+// that allow nothing wider), and SwiGLU in both layouts. Calling it once at start-up keeps NVRTC out of
 // the first calls; any kernel it skips is compiled on first use.
 func Prepare(dev *cuda.Device) error {
 	var ks []jit.Kernel
@@ -131,8 +134,8 @@ func prepared() []spec {
 		for _, dt := range floatTypes {
 			for _, vec := range []int{16 / dt.Size(), 1} {
 				t := tunings[kind]
-				g := spec{gated: true, kind: kind, dtype: dt, vec: vec, unroll: t.gatedUnroll}
-				sps = append(sps, spec{kind: kind, dtype: dt, vec: vec, unroll: t.unaryUnroll}, g)
+				g := spec{gated: true, kind: kind, dtype: dt, vec: vec, unroll: t.gatedUnroll, single: t.gatedUnroll == 1 && t.waves == 0}
+				sps = append(sps, spec{kind: kind, dtype: dt, vec: vec, unroll: t.unaryUnroll, single: t.unaryUnroll == 1 && t.waves == 0}, g)
 				if kind == KindSiLU {
 					g.full = true
 					sps = append(sps, g) // SwiGLU, halves
@@ -142,8 +145,13 @@ func prepared() []spec {
 			}
 		}
 	}
-	for _, sp := range sps { // the list as it stood: each 16-byte one again, with the hint
+	for _, sp := range sps { // the list as it stood: each 16-byte one again, with the hint, and for rows that end in a partial vector
 		if sp.vec*sp.dtype.Size() == 16 {
+			if sp.single {
+				sp.single = false
+				sps = append(sps, sp)
+				sp.single = true
+			}
 			sp.evictLast = true
 			sps = append(sps, sp)
 		}
@@ -173,6 +181,7 @@ type config struct {
 	vec       int  // elements per access
 	unroll    int  // items per thread per pass
 	evictLast bool // 16-byte reads ask L2 to evict their lines last
+	single    bool // one whole item a thread, the grid covers them (see spec)
 	block     int  // threads per block
 	grid      int  // blocks
 }
@@ -233,7 +242,15 @@ func pickLaunch(props cuda.Props, items, unroll, waves int, occ func(block int) 
 // baseConfig returns the compile-time half of p's configuration on a
 // device of props: the vector width, the items per thread per pass, and
 // the L2 evict-last reads (load16_evict_last in kittens.cuh), taken where
-// the reads are 16 bytes and the call moves more than L2 holds. On an
+// the reads are 16 bytes and the call moves more than L2 holds, and
+// SINGLE where every item is whole and a thread takes one (pickLaunch then
+// covers them all). SINGLE, H200, TestSweep, µs, two runs of the loop
+// kernel against SINGLE at the picked shape: silu_and_mul 4096x256
+// 6.21-6.40 → 6.02-6.05, 16384x256 10.69-10.78 → 10.50-10.56, 65536x256
+// 27.68-27.94 → 27.71-27.81; gelu_and_mul 4096x256 6.40-6.43 → 6.05-6.14,
+// 16384x256 10.72-10.82 → 10.50-10.62. (A row length fixed at compile
+// time, as torch.compile's kernels have, took another 0.05 µs off the
+// 4096-row shapes; not taken, since it compiles a kernel per width.) On an
 // H200, bf16, two rounds (µs, without → with): silu 16384x8192 129.7 →
 // 127.4 and 129.5 → 127.5 (in place 129.7 → 128.7 and 129.6 → 128.5),
 // 4096x14336 60.1 → 59.4 and 59.9 → 59.5; gelu_tanh 16384x8192 129.7 →
@@ -247,11 +264,13 @@ func baseConfig(props cuda.Props, p problem) config {
 		c.unroll = tunings[p.kind].gatedUnroll
 	}
 	c.evictLast = c.vec*p.dtype.Size() == 16 && p.bytes() > int64(props.L2Bytes)
+	c.single = c.unroll == 1 && tunings[p.kind].waves == 0 && p.cols%c.vec == 0
 	return c
 }
 
 func (p problem) spec(c config) spec {
-	sp := spec{gated: p.gated, kind: p.kind, dtype: p.dtype, vec: c.vec, unroll: c.unroll, evictLast: c.evictLast}
+	sp := spec{gated: p.gated, kind: p.kind, dtype: p.dtype, vec: c.vec, unroll: c.unroll, evictLast: c.evictLast,
+		single: c.single}
 	if p.gated {
 		sp.full = p.full()
 		switch {

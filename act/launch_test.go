@@ -115,6 +115,27 @@ func TestEvictLast(t *testing.T) {
 	}
 }
 
+// TestSingle checks where the picker takes SINGLE: one item a thread in a
+// grid that covers them (no cap in waves), rows of whole vectors.
+func TestSingle(t *testing.T) {
+	h200 := cuda.Props{SMs: 132, L2Bytes: 60 << 20}
+	for _, c := range []struct {
+		name string
+		p    problem
+		want bool
+	}{
+		{"gated 4096x256 bf16", problem{dtype: tensor.BF16, gated: true, rows: 4096, cols: 256, sx: 512, sy: 256, x: 256, y: 512}, true},
+		{"gated d=100: 4-element vectors", problem{dtype: tensor.BF16, gated: true, rows: 4, cols: 100, sx: 200, sy: 104, x: 256, y: 512}, true},
+		{"unary 1001 wide: a partial vector", problem{dtype: tensor.BF16, rows: 1, cols: 1001, x: 256, y: 512}, false},
+		{"unary 1001 wide, misaligned: single elements", problem{dtype: tensor.BF16, rows: 1, cols: 1001, x: 258, y: 512}, true},
+		{"tanh: two items a thread, capped grid", problem{kind: KindTanh, dtype: tensor.BF16, rows: 64, cols: 4096, sx: 4096, sy: 4096, x: 256, y: 512}, false},
+	} {
+		if got := baseConfig(h200, c.p).single; got != c.want {
+			t.Errorf("%s: single = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestGatedSpec checks the compile-time layout and SwiGLU flag of gated
 // problems and the offsets the kernel's scalar tail reads gate and up at.
 func TestGatedSpec(t *testing.T) {
@@ -193,6 +214,7 @@ func TestGridStride(t *testing.T) {
 						}
 						cfg := baseConfig(dev.Props(), p)
 						cfg.evictLast = evictLast && cfg.vec*c.dt.Size() == 16
+						cfg.single = false // the loop is what this tests
 						fn, err := kernels.Get(dev, p.spec(cfg))
 						if err != nil {
 							return err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/gokittens/kittens/bench"
@@ -26,14 +28,20 @@ type sweepCase struct {
 }
 
 // variant is one launch configuration of the sweep.
-type variant struct{ unroll, block, waves int }
+type variant struct {
+	vec, unroll, block, waves int
+	single                    bool
+}
 
-func (v variant) String() string { return fmt.Sprintf("u%d b%d w%d", v.unroll, v.block, v.waves) }
+func (v variant) String() string {
+	return fmt.Sprintf("v%d u%d b%d w%d single %v", v.vec, v.unroll, v.block, v.waves, v.single)
+}
 
 // TestSweep is for tuning and runs only with KITTENS_ACT_SWEEP=1: it
-// measures the copy bandwidth, then times launch configurations (items per
-// thread, block size, grid cap in waves of resident blocks) on the
-// benchmark shapes, each twice, and prints one line per configuration.
+// measures the copy bandwidth, then times launch configurations (elements
+// per access, items per thread, block size, grid cap in waves of resident
+// blocks) on the benchmark shapes whose name matches KITTENS_ACT_SWEEP_CASES
+// (all when unset), each twice, and prints one line per configuration.
 // Inputs are allocated once per shape and rotated as bench.Measure does.
 // See launch.go for what the sweeps showed.
 func TestSweep(t *testing.T) {
@@ -57,20 +65,31 @@ func TestSweep(t *testing.T) {
 		return sweepCase{fmt.Sprintf("%s/%dx%d", k, m, n), []int{m, n}, []int{m, n}, false, k, gatedParams{}}
 	}
 	cases := []sweepCase{
-		gatedCase("gelu_and_mul", 4096, 256, gelu), gatedCase("gelu_and_mul", 65536, 256, gelu),
+		gatedCase("gelu_and_mul", 4096, 256, gelu), gatedCase("gelu_and_mul", 16384, 256, gelu),
+		gatedCase("gelu_and_mul", 65536, 256, gelu),
 		gatedCase("gelu_and_mul", 131072, 256, gelu), gatedCase("gelu_and_mul", 4096, 8192, gelu),
 		gatedCase("gelu_and_mul", 4096, 28672, gelu),
-		gatedCase("silu_and_mul", 4096, 256, silu), gatedCase("silu_and_mul", 65536, 256, silu),
+		gatedCase("silu_and_mul", 4096, 256, silu), gatedCase("silu_and_mul", 16384, 256, silu),
+		gatedCase("silu_and_mul", 65536, 256, silu),
 		gatedCase("silu_and_mul", 131072, 256, silu), gatedCase("silu_and_mul", 4096, 16384, silu),
 		gatedCase("silu_and_mul", 4096, 28672, silu),
 		unaryCase(KindSiLU, 16384, 8192), unaryCase(KindSiLU, 4096, 14336), unaryCase(KindGELUTanh, 4096, 14336),
 		gatedCase("swiglu", 4096, 2880, swiglu),
 	}
+	if re := os.Getenv("KITTENS_ACT_SWEEP_CASES"); re != "" {
+		keep := regexp.MustCompile(re)
+		cases = slices.DeleteFunc(cases, func(c sweepCase) bool { return !keep.MatchString(c.name) })
+	}
 	var variants []variant
-	for _, unroll := range []int{1, 2} {
-		for _, block := range []int{128, 256} {
-			for _, waves := range []int{0, 16} {
-				variants = append(variants, variant{unroll: unroll, block: block, waves: waves})
+	for _, vec := range []int{8, 4, 2} {
+		for _, unroll := range []int{1, 2} {
+			for _, block := range []int{128, 256, 512} {
+				for _, waves := range []int{0, 16} {
+					variants = append(variants, variant{vec: vec, unroll: unroll, block: block, waves: waves})
+					if unroll == 1 && waves == 0 {
+						variants = append(variants, variant{vec: vec, unroll: unroll, block: block, waves: waves, single: true})
+					}
+				}
 			}
 		}
 	}
@@ -80,7 +99,7 @@ func TestSweep(t *testing.T) {
 		for _, v := range variants {
 			pr := problem{gated: c.gated, kind: c.kind, dtype: tensor.BF16, layout: c.params.Layout,
 				gateSecond: c.params.GateSecond, limit: c.params.Limit, alpha: c.params.alpha, upAdd: c.params.upAdd}
-			ks = append(ks, pr.spec(config{vec: 8, unroll: v.unroll}).kernel())
+			ks = append(ks, pr.spec(config{vec: v.vec, unroll: v.unroll, single: v.single}).kernel())
 		}
 	}
 	if err := jit.Prepare(dev, ks); err != nil {
@@ -111,7 +130,8 @@ func TestSweep(t *testing.T) {
 		}
 		measure := func(v variant) (float64, int) {
 			p := problemOf(pool[0])
-			cfg := config{vec: pickVec(p), unroll: v.unroll, block: v.block}
+			cfg := config{vec: min(v.vec, pickVec(p)), unroll: v.unroll, block: v.block}
+			cfg.single = v.single && p.cols%cfg.vec == 0
 			fn, err := kernels.Get(dev, p.spec(cfg))
 			if err != nil {
 				t.Fatal(err)
