@@ -14,7 +14,7 @@
 // (one item a thread, a grid that covers them all, rows of whole vectors)
 // the loop and the scalar path compile away: on the small gated shapes,
 // where a thread's one load round trip is most of the kernel, the loads
-// then issue about 30 instructions in instead of about 60.
+// then issue 34 SASS instructions in instead of 53 (see launch.go).
 //
 // The math must cost only a few instructions per element, or it, not
 // memory, sets the pace (accurate expf and IEEE division measured 35% below

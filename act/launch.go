@@ -240,24 +240,27 @@ func pickLaunch(props cuda.Props, items, unroll, waves int, occ func(block int) 
 }
 
 // baseConfig returns the compile-time half of p's configuration on a
-// device of props: the vector width, the items per thread per pass, and
-// the L2 evict-last reads (load16_evict_last in kittens.cuh), taken where
-// the reads are 16 bytes and the call moves more than L2 holds, and
-// SINGLE where every item is whole and a thread takes one (pickLaunch then
-// covers them all). SINGLE, H200, TestSweep, µs, two runs of the loop
-// kernel against SINGLE at the picked shape: silu_and_mul 4096x256
-// 6.21-6.40 → 6.02-6.05, 16384x256 10.69-10.78 → 10.50-10.56, 65536x256
-// 27.68-27.94 → 27.71-27.81; gelu_and_mul 4096x256 6.40-6.43 → 6.05-6.14,
-// 16384x256 10.72-10.82 → 10.50-10.62. (A row length fixed at compile
-// time, as torch.compile's kernels have, took another 0.05 µs off the
-// 4096-row shapes; not taken, since it compiles a kernel per width.) On an
-// H200, bf16, two rounds (µs, without → with): silu 16384x8192 129.7 →
-// 127.4 and 129.5 → 127.5 (in place 129.7 → 128.7 and 129.6 → 128.5),
-// 4096x14336 60.1 → 59.4 and 59.9 → 59.5; gelu_tanh 16384x8192 129.7 →
-// 128.1 and 129.4 → 128.2; silu_and_mul 4096x28672 165.3 → 164.2 and
-// 165.3 → 164.4; gelu_and_mul 4096x28672 165.3 → 164.4 twice; the
-// 71-101 MB gated cases within the spread (swiglu 4096x2880 20.8 → 20.6
-// and 20.7 → 20.8).
+// device of props: the vector width, the items per thread per pass, the L2
+// evict-last reads (load16_evict_last in kittens.cuh), and SINGLE.
+//
+// The evict-last reads are taken where the reads are 16 bytes and the call
+// moves more than L2 holds. On an H200, bf16, two rounds (µs, without →
+// with): silu 16384x8192 129.7 → 127.4 and 129.5 → 127.5 (in place 129.7 →
+// 128.7 and 129.6 → 128.5), 4096x14336 60.1 → 59.4 and 59.9 → 59.5;
+// gelu_tanh 16384x8192 129.7 → 128.1 and 129.4 → 128.2; silu_and_mul
+// 4096x28672 165.3 → 164.2 and 165.3 → 164.4; gelu_and_mul 4096x28672
+// 165.3 → 164.4 twice; the 71-101 MB gated cases within the spread (swiglu
+// 4096x2880 20.8 → 20.6 and 20.7 → 20.8).
+//
+// SINGLE is taken where every item is whole and a thread takes one
+// (pickLaunch then covers them all). H200, TestSweep at the picked block
+// size, the loop kernel against SINGLE in the same calls, two calls of two
+// passes (µs): silu_and_mul 4096x256 6.21-6.27 → 6.05-6.08, 16384x256
+// 10.72-10.75 → 10.53-10.56, 65536x256 27.84-27.90 → 27.71-27.74;
+// gelu_and_mul 4096x256 6.40-6.43 → 6.08-6.14, 16384x256 10.72-10.82 →
+// 10.53-10.59, 65536x256 27.84-27.97 → 27.78. A row length fixed at compile
+// time, as torch.compile's kernels have, took another 0.03-0.06 µs off the
+// 4096-row shapes; not taken, since it compiles a kernel per width.
 func baseConfig(props cuda.Props, p problem) config {
 	c := config{vec: pickVec(p), unroll: tunings[p.kind].unaryUnroll}
 	if p.gated {
