@@ -91,47 +91,32 @@ func TestPickLaunch(t *testing.T) {
 	}
 }
 
-// TestEvictLast checks where baseConfig asks for the L2 evict-last reads:
-// 16-byte reads, in place or not, of a call that moves more than L2 holds.
-func TestEvictLast(t *testing.T) {
+// TestBaseConfig checks the compile-time choices: the L2 evict-last reads
+// for 16-byte reads, in place or not, of a call that moves more than L2
+// holds; SINGLE for one item a thread in a grid that covers them (no cap in
+// waves) and rows of whole vectors.
+func TestBaseConfig(t *testing.T) {
 	h200 := cuda.Props{SMs: 132, L2Bytes: 60 << 20}
 	for _, c := range []struct {
-		name string
-		p    problem
-		want bool
+		name              string
+		p                 problem
+		evictLast, single bool
 	}{
-		{"gated 4096x8192 bf16: 201 MB", problem{dtype: tensor.BF16, gated: true, rows: 4096, cols: 8192, sx: 16384, sy: 8192, x: 256, y: 512}, true},
-		{"gated 16384x256 bf16: 25 MB fit L2", problem{dtype: tensor.BF16, gated: true, rows: 16384, cols: 256, sx: 512, sy: 256, x: 256, y: 512}, false},
-		{"unary 16384x8192 f32: 1 GB", problem{dtype: tensor.F32, rows: 16384, cols: 8192, sx: 8192, sy: 8192, x: 256, y: 512}, true},
-		{"unary 4096x4096 bf16: 67 MB", problem{dtype: tensor.BF16, rows: 4096, cols: 4096, sx: 4096, sy: 4096, x: 256, y: 512}, true},
-		{"unary 4096x3848 bf16: just over L2", problem{dtype: tensor.BF16, rows: 4096, cols: 3848, sx: 3848, sy: 3848, x: 256, y: 512}, true},
-		{"unary 4096x3840 bf16: exactly L2", problem{dtype: tensor.BF16, rows: 4096, cols: 3840, sx: 3840, sy: 3840, x: 256, y: 512}, false},
-		{"unary 8-byte reads (stride 4100)", problem{dtype: tensor.BF16, rows: 16384, cols: 4096, sx: 4100, sy: 4096, x: 256, y: 512}, false},
-		{"in place, large", problem{dtype: tensor.BF16, rows: 16384, cols: 8192, sx: 8192, sy: 8192, x: 256, y: 256, inplace: true}, true},
+		{"gated 4096x8192 bf16: 201 MB", problem{dtype: tensor.BF16, gated: true, rows: 4096, cols: 8192, sx: 16384, sy: 8192, x: 256, y: 512}, true, true},
+		{"gated 16384x256 bf16: 25 MB fit L2", problem{dtype: tensor.BF16, gated: true, rows: 16384, cols: 256, sx: 512, sy: 256, x: 256, y: 512}, false, true},
+		{"gated d=100: 4-element vectors", problem{dtype: tensor.BF16, gated: true, rows: 4, cols: 100, sx: 200, sy: 104, x: 256, y: 512}, false, true},
+		{"unary 16384x8192 f32: 1 GB", problem{dtype: tensor.F32, rows: 16384, cols: 8192, sx: 8192, sy: 8192, x: 256, y: 512}, true, true},
+		{"unary 4096x4096 bf16: 67 MB", problem{dtype: tensor.BF16, rows: 4096, cols: 4096, sx: 4096, sy: 4096, x: 256, y: 512}, true, true},
+		{"unary 4096x3848 bf16: just over L2", problem{dtype: tensor.BF16, rows: 4096, cols: 3848, sx: 3848, sy: 3848, x: 256, y: 512}, true, true},
+		{"unary 4096x3840 bf16: exactly L2", problem{dtype: tensor.BF16, rows: 4096, cols: 3840, sx: 3840, sy: 3840, x: 256, y: 512}, false, true},
+		{"unary 8-byte reads (stride 4100)", problem{dtype: tensor.BF16, rows: 16384, cols: 4096, sx: 4100, sy: 4096, x: 256, y: 512}, false, true},
+		{"in place, large", problem{dtype: tensor.BF16, rows: 16384, cols: 8192, sx: 8192, sy: 8192, x: 256, y: 256, inplace: true}, true, true},
+		{"unary 1001 wide: a partial vector", problem{dtype: tensor.BF16, rows: 1, cols: 1001, x: 256, y: 512}, false, false},
+		{"unary 1001 wide, misaligned: single elements", problem{dtype: tensor.BF16, rows: 1, cols: 1001, x: 258, y: 512}, false, true},
+		{"tanh: two items a thread, capped grid", problem{kind: KindTanh, dtype: tensor.BF16, rows: 64, cols: 4096, sx: 4096, sy: 4096, x: 256, y: 512}, false, false},
 	} {
-		if got := baseConfig(h200, c.p).evictLast; got != c.want {
-			t.Errorf("%s: evictLast = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
-// TestSingle checks where the picker takes SINGLE: one item a thread in a
-// grid that covers them (no cap in waves), rows of whole vectors.
-func TestSingle(t *testing.T) {
-	h200 := cuda.Props{SMs: 132, L2Bytes: 60 << 20}
-	for _, c := range []struct {
-		name string
-		p    problem
-		want bool
-	}{
-		{"gated 4096x256 bf16", problem{dtype: tensor.BF16, gated: true, rows: 4096, cols: 256, sx: 512, sy: 256, x: 256, y: 512}, true},
-		{"gated d=100: 4-element vectors", problem{dtype: tensor.BF16, gated: true, rows: 4, cols: 100, sx: 200, sy: 104, x: 256, y: 512}, true},
-		{"unary 1001 wide: a partial vector", problem{dtype: tensor.BF16, rows: 1, cols: 1001, x: 256, y: 512}, false},
-		{"unary 1001 wide, misaligned: single elements", problem{dtype: tensor.BF16, rows: 1, cols: 1001, x: 258, y: 512}, true},
-		{"tanh: two items a thread, capped grid", problem{kind: KindTanh, dtype: tensor.BF16, rows: 64, cols: 4096, sx: 4096, sy: 4096, x: 256, y: 512}, false},
-	} {
-		if got := baseConfig(h200, c.p).single; got != c.want {
-			t.Errorf("%s: single = %v, want %v", c.name, got, c.want)
+		if got := baseConfig(h200, c.p); got.evictLast != c.evictLast || got.single != c.single {
+			t.Errorf("%s: evictLast %v, single %v; want %v, %v", c.name, got.evictLast, got.single, c.evictLast, c.single)
 		}
 	}
 }
