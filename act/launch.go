@@ -63,6 +63,18 @@ const (
 // 164.9-165.1 → 165.3-165.5), a gap the SASS does not explain.
 type tuning struct{ unaryUnroll, gatedUnroll, waves int }
 
+// unroll is the items a thread takes per pass, gated or unary.
+func (t tuning) unroll(gated bool) int {
+	if gated {
+		return t.gatedUnroll
+	}
+	return t.unaryUnroll
+}
+
+// oneItem reports whether a thread takes one item and the grid covers them
+// all (no cap in waves): SINGLE, where the rows are whole vectors too.
+func (t tuning) oneItem(gated bool) bool { return t.unroll(gated) == 1 && t.waves == 0 }
+
 var tunings = [numKinds]tuning{
 	KindSiLU:     {1, 1, 0},
 	KindGELU:     {1, 1, 0},
@@ -117,8 +129,9 @@ var kernels = jit.Funcs[spec]{Kernel: spec.kernel}
 // activation and dtype, unary and plain gated (halves), at the full 16-byte
 // width (with and without the L2 evict-last reads of large calls, and for
 // rows that end in a partial vector) and at width 1 (for sizes and strides
-// that allow nothing wider), and SwiGLU in both layouts. Calling it once at start-up keeps NVRTC out of
-// the first calls; any kernel it skips is compiled on first use.
+// that allow nothing wider), and SwiGLU in both layouts. Calling it once at
+// start-up keeps NVRTC out of the first calls; any kernel it skips is
+// compiled on first use.
 func Prepare(dev *cuda.Device) error {
 	var ks []jit.Kernel
 	for _, sp := range prepared() {
@@ -134,8 +147,8 @@ func prepared() []spec {
 		for _, dt := range floatTypes {
 			for _, vec := range []int{16 / dt.Size(), 1} {
 				t := tunings[kind]
-				g := spec{gated: true, kind: kind, dtype: dt, vec: vec, unroll: t.gatedUnroll, single: t.gatedUnroll == 1 && t.waves == 0}
-				sps = append(sps, spec{kind: kind, dtype: dt, vec: vec, unroll: t.unaryUnroll, single: t.unaryUnroll == 1 && t.waves == 0}, g)
+				g := spec{gated: true, kind: kind, dtype: dt, vec: vec, unroll: t.unroll(true), single: t.oneItem(true)}
+				sps = append(sps, spec{kind: kind, dtype: dt, vec: vec, unroll: t.unroll(false), single: t.oneItem(false)}, g)
 				if kind == KindSiLU {
 					g.full = true
 					sps = append(sps, g) // SwiGLU, halves
@@ -145,7 +158,9 @@ func prepared() []spec {
 			}
 		}
 	}
-	for _, sp := range sps { // the list as it stood: each 16-byte one again, with the hint, and for rows that end in a partial vector
+	// The list as it stood: each 16-byte one again with the hint, and again
+	// without SINGLE, for rows that end in a partial vector.
+	for _, sp := range sps {
 		if sp.vec*sp.dtype.Size() == 16 {
 			if sp.single {
 				sp.single = false
@@ -262,12 +277,10 @@ func pickLaunch(props cuda.Props, items, unroll, waves int, occ func(block int) 
 // time, as torch.compile's kernels have, took another 0.03-0.06 µs off the
 // 4096-row shapes; not taken, since it compiles a kernel per width.
 func baseConfig(props cuda.Props, p problem) config {
-	c := config{vec: pickVec(p), unroll: tunings[p.kind].unaryUnroll}
-	if p.gated {
-		c.unroll = tunings[p.kind].gatedUnroll
-	}
+	t := tunings[p.kind]
+	c := config{vec: pickVec(p), unroll: t.unroll(p.gated)}
 	c.evictLast = c.vec*p.dtype.Size() == 16 && p.bytes() > int64(props.L2Bytes)
-	c.single = c.unroll == 1 && tunings[p.kind].waves == 0 && p.cols%c.vec == 0
+	c.single = t.oneItem(p.gated) && p.cols%c.vec == 0
 	return c
 }
 
