@@ -172,7 +172,8 @@ times the L2; a warm-up round; the median of the timed launches (200 unless -run
 written once; "% of copy" is that over the copy ceiling measured in the same run (the median of 20
 device-to-device copies of 1 GiB, counting bytes read plus bytes written), so an op that mostly reads can pass
 100%. "% of same-size copy" compares with one device-to-device copy that moves as many bytes as the case,
-timed the same way (cases of 16 MB and more): a single launch of that size pays its ramp-up and drain
+timed the same way (cases of 16 MB and more; each half of the copy rounded up to 64 KiB, since the driver's
+copy runs 4-17% slower on sizes off a 4 KiB grid): a single launch of that size pays its ramp-up and drain
 once, where the 1 GiB copy amortizes them. PyTorch: the same case built by the family's snippet, eagerly and after
 ` + "`torch.compile(dynamic=False)`" + `, timed in the same run the same way as ours (as many input sets rotated, each set's outputs kept
 until its next call so that outputs rotate as ours do, launches back to back behind a spin kernel, an event
