@@ -43,6 +43,21 @@ var tuneKnobs = []knobs{
 	{hpt: 4, threads: 128, occ: 1024, cs: true},
 }
 
+// bhsdKnobs are the launch choices BenchmarkTune compares on the [B, H, S, D]
+// cases, the picker's (one head a thread, 128-thread blocks, the evict-last
+// reads where the launch outgrows L2) first and again last.
+var bhsdKnobs = []knobs{
+	{hpt: 1, threads: 128, evict: true},
+	{hpt: 1, threads: 128},
+	{hpt: 1, threads: 64, evict: true},
+	{hpt: 1, threads: 256, evict: true},
+	{hpt: 1, threads: 512, evict: true},
+	{hpt: 2, threads: 128, evict: true},
+	{hpt: 1, threads: 128, evict: true, cs: true},
+	{hpt: 1, threads: 128, occ: 2048, evict: true},
+	{hpt: 1, threads: 128, evict: true},
+}
+
 // parityKnobs are launch choices the parity cases do not reach through
 // pickKnobs (their shapes are small): flat launches, 3-D launches with the
 // flat knobs (a flat launch of more than 2³¹ threads falls back to them),
@@ -77,8 +92,8 @@ func TestParityKnobs(t *testing.T) {
 }
 
 // BenchmarkTune times an in-place identity pass (the reference for in-place
-// bytes), then the large serving cases at each of tuneKnobs
-// (KITTENS_ROPE_TUNE=1, GPU).
+// bytes), then the large serving cases at each of tuneKnobs and the
+// [B, H, S, D] cases at each of bhsdKnobs (KITTENS_ROPE_TUNE=1, GPU).
 func BenchmarkTune(b *testing.B) {
 	if os.Getenv("KITTENS_ROPE_TUNE") != "1" {
 		b.Skip("set KITTENS_ROPE_TUNE=1 to run")
@@ -120,10 +135,14 @@ func BenchmarkTune(b *testing.B) {
 	}
 	for _, op := range registry.Family("rope") {
 		for _, c := range op.Benches {
-			if op.Name != "rope_qk" || strings.Contains(c.Name, "T=1 ") || strings.Contains(c.Name, "T=32 ") {
+			ks := tuneKnobs
+			switch {
+			case op.Name == "rope_bhsd":
+				ks = bhsdKnobs
+			case strings.Contains(c.Name, "T=1 ") || strings.Contains(c.Name, "T=32 "):
 				continue
 			}
-			for _, k := range tuneKnobs {
+			for _, k := range ks {
 				tuning = k
 				r, err := bench.Measure(dev, c, bench.Options{Runs: 100})
 				if err != nil {
