@@ -85,6 +85,7 @@ const (
 	latencyThreads        = 512
 	residentThreads       = 2048
 	staticSharedUsed      = 1024 // norm.cu's static shared memory (the largest Scratch: LayerNorm's)
+	pairL2s               = 4    // one-read RMS rows of up to 4 Ki bf16 hold two accesses, unhinted, in launches of up to this many L2s
 )
 
 // pickConfig chooses the path and launch shape for a row shape on a device.
@@ -105,6 +106,7 @@ const (
 // -> 5.22 and 5.50 -> 5.34.
 func pickConfig(p cuda.Props, s rowShape) config {
 	c := config{vec: 1}
+	unhinted := false // the hint lost for this shape (see below)
 	if s.vector {
 		c.vec = 16 / s.elemSize
 	}
@@ -228,6 +230,22 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// threads x 1 against 4.83 µs with 64 x 4; 32x4096: 4.77 against
 		// 5.15 µs; 1x8192: 4.99 µs with 512 x 2 against 5.15 with 256 x 4
 		// (an empty kernel: 3.30 µs on the same H200).
+		//
+		// Rows of one row read and one reduction (RMSNorm, L2 forward) of
+		// up to 4 Ki bf16, in launches of up to pairL2s times L2, hold two
+		// accesses a thread too, and go without the hint (below), which
+		// lost with two accesses. H200, two sweeps (µs; the picker had four
+		// accesses and the hint): rmsnorm 4096x2048 12.86-12.93 against
+		// 13.57-13.92, 16384x2048 36.00-36.06 against 36.90-37.18, 4096x4096
+		// 20.61-20.90 against 21.18-21.25 (with the hint, two accesses ran
+		// 13.73-13.82, 36.83-37.06 and 21.22-21.41). kittens bench, old and
+		// new alternating twice: 4096x2048 13.79-13.89 -> 12.80-12.96,
+		// 16384x2048 36.80-36.99 -> 36.26-36.45, 4096x4096 21.25 ->
+		// 21.02-21.15, rmsnorm_pad 4096x2880 17.41-17.57 -> 16.29-16.42,
+		// 16384x2880 (195 MB) 50.56-51.10 -> 50.18-50.72; but 16384x4096 (268
+		// MB, 4.5 L2s) 67.87-68.13 -> 69.86-69.89, where the sweep had them
+		// level (67.87-68.16 against 67.87-68.06; an H100 sweep 91.01 against
+		// 94.18-94.27), so launches past pairL2s keep four and the hint.
 		c.perThread = maxPerThread
 		switch {
 		case s.rows <= sms:
@@ -236,6 +254,8 @@ func pickConfig(p cuda.Props, s rowShape) config {
 			c.perThread = 2
 		case s.twoPass:
 			c.reload = true
+		case !s.cachesTwo && accesses <= layerStrideAccesses && s.bytesMoved() <= pairL2s*int64(p.L2Bytes):
+			c.perThread, unhinted = 2, true
 		}
 		c.threads = max(intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32), 64)
 		c.bound = c.threads
@@ -271,7 +291,7 @@ func pickConfig(p cuda.Props, s rowShape) config {
 	// Fused RMS rows take it whatever their size: on the H200 (two sweeps)
 	// fused_add_rmsnorm 1x7168 4.91 µs against 5.03, 32x7168 5.15 against
 	// 5.31, 16384x128 (one access a thread) 8.64 against 8.78.
-	c.hint = (c.waves || c.prefetch) && c.vec > 1 && (s.bytesMoved() > int64(p.L2Bytes) || (s.fused && !s.twoPass))
+	c.hint = !unhinted && (c.waves || c.prefetch) && c.vec > 1 && (s.bytesMoved() > int64(p.L2Bytes) || (s.fused && !s.twoPass))
 	c.onePass = s.twoPass && s.elemSize == 2 && !c.looped
 	return c
 }
