@@ -103,7 +103,7 @@ func CopyBandwidth(dev *cuda.Device) (float64, error) {
 // a single launch of this size can reach: its ramp-up and drain are not
 // amortized over a gigabyte.
 //
-// Each half is rounded up to whole copyGrain units (copyHalf): the driver's
+// Each half is rounded up to whole copyGrain units (CopyBytes): the driver's
 // device-to-device copy is slower where the size is not a multiple of 4 KiB.
 // On an H200, three rounds, halves of 2^k bytes against 2^k + 2048 (and +
 // 128): 16 MiB 2717-2767 against 2231-2260 GB/s, 32 MiB 3383-3388 against
@@ -112,7 +112,7 @@ func CopyBandwidth(dev *cuda.Device) (float64, error) {
 // whose bytes happened to fall off that grid had been compared with the slow
 // copy (up to 109% "of a same-size copy").
 func CopyAt(dev *cuda.Device, moved int64) (float64, error) {
-	half := copyHalf(moved)
+	half := CopyBytes(moved) / 2
 	if half <= 0 {
 		return 0, fmt.Errorf("bench: copy of %d bytes", moved)
 	}
@@ -151,13 +151,14 @@ func CopyAt(dev *cuda.Device, moved int64) (float64, error) {
 // copyGrain is the unit CopyAt rounds each half of a copy up to.
 const copyGrain = 64 << 10
 
-// copyHalf is the bytes each side of CopyAt's copy of moved bytes takes: half
-// of them, rounded up to whole copyGrain units (0 for moved ≤ 0).
-func copyHalf(moved int64) int64 {
+// CopyBytes is what CopyAt's copy of about moved bytes moves: two halves,
+// each half of moved rounded up to whole copyGrain units (0 for moved ≤ 0).
+// Sizes with the same CopyBytes share one measurement.
+func CopyBytes(moved int64) int64 {
 	if moved <= 0 {
 		return 0
 	}
-	return ((moved+1)/2 + copyGrain - 1) / copyGrain * copyGrain
+	return 2 * (((moved+1)/2 + copyGrain - 1) / copyGrain * copyGrain)
 }
 
 // hostRuns is how many times MeasureHost runs a case by default.

@@ -59,18 +59,18 @@ func TestDescribeWithoutDevice(t *testing.T) {
 	}
 }
 
-// TestCopyHalf checks that CopyAt's halves are whole copyGrain units, at
+// TestCopyBytes checks that CopyAt's halves are whole copyGrain units, at
 // least half the bytes asked for and less than a unit more.
-func TestCopyHalf(t *testing.T) {
+func TestCopyBytes(t *testing.T) {
 	for _, moved := range []int64{1, 2, 2 * copyGrain, 2*copyGrain + 2, 67117056, 67112960, 1 << 31} {
-		h := copyHalf(moved)
+		h := CopyBytes(moved) / 2
 		if h%copyGrain != 0 || 2*h < moved || 2*(h-copyGrain) >= moved {
-			t.Errorf("copyHalf(%d) = %d", moved, h)
+			t.Errorf("CopyBytes(%d) = %d", moved, 2*h)
 		}
 	}
 	for _, moved := range []int64{0, -4} {
-		if h := copyHalf(moved); h != 0 {
-			t.Errorf("copyHalf(%d) = %d, want 0", moved, h)
+		if b := CopyBytes(moved); b != 0 {
+			t.Errorf("CopyBytes(%d) = %d, want 0", moved, b)
 		}
 	}
 }

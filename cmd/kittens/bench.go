@@ -79,7 +79,8 @@ func (c *cli) bench(args []string) int {
 const sameCopyMin = 16 << 20
 
 // benchDevice measures every benchmark case of ops on dev, and for cases of
-// sameCopyMin bytes or more a copy that moves as many bytes (once per size).
+// sameCopyMin bytes or more a copy that moves as many bytes (once per size
+// that copy rounds to, bench.CopyBytes).
 func benchDevice(dev *cuda.Device, ops []*registry.Op, runs int, stderr io.Writer) []bench.Entry {
 	var out []bench.Entry
 	copies := map[int64]float64{}
@@ -88,14 +89,15 @@ func benchDevice(dev *cuda.Device, ops []*registry.Op, runs int, stderr io.Write
 		e := entry(op, b.Name, r, err)
 		e.Bytes, e.Flops = b.Bytes, b.Flops
 		if b.Bytes >= sameCopyMin {
-			if _, ok := copies[b.Bytes]; !ok {
+			size := bench.CopyBytes(b.Bytes)
+			if _, ok := copies[size]; !ok {
 				gbs, err := bench.CopyAt(dev, b.Bytes)
 				if err != nil {
 					fmt.Fprintf(stderr, "kittens bench: copy of %d bytes: %v\n", b.Bytes, err)
 				}
-				copies[b.Bytes] = gbs
+				copies[size] = gbs
 			}
-			e.SameCopyGBs = copies[b.Bytes]
+			e.SameCopyGBs = copies[size]
 		}
 		out = append(out, e)
 	})
