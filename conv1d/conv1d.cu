@@ -322,6 +322,24 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
   else if (c0 < split2) { out = out1 + (c0 - split1); os = os1; }
   else { out = out2 + (c0 - split2); os = os2; }
 
+#if !RING
+  // Batches of UNROLL tokens, each loaded before any of it is computed (the
+  // loop is rotated so that the first batch is issued before the state is
+  // written and before the conversions below); a one-token loop finishes
+  // the chunk. x is never a conv state, so its loads may pass the state
+  // writes. The decode modes issue the batch before the window's loads
+  // (with the batched state columns below: B256 spec4 gains 4%, see there);
+  // the shift rule issues it after them, as before: moved, B256 (shift) ran
+  // 18.78 and 18.88 µs against 18.11 and 18.05 (H200, TestTune).
+  long long t = tbeg;
+  Raw buf[UNROLL];
+  auto load = [&] {
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) buf[u] = ld_x(xc + (t + u) * x_stride);
+  };
+  if (MODE != kShift && t + UNROLL <= tend) load();
+#endif
+
   const bool init = owner && state_in != nullptr && flagged;
   const T* si = init ? state_in + slot * in_slot_stride + c0 : nullptr;
   T* so = owner && state_out != nullptr ? state_out + slot * out_slot_stride + c0 : nullptr;
@@ -345,18 +363,44 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
       if (MODE == kCircular) c = (int)(((long long)mv + c) % state_len);
       win[m] = init ? ld(si + (long long)c * in_col_stride) : zero_raw();
     }
+  }
+
+#if !RING
+  if (MODE == kShift && t + UNROLL <= tend) load();
+#endif
+
+  if (owner) {
     // Final-state columns older than the last W-1: x~[len - state_len + j].
-    // Written in ascending order: column j's source, old_col(len + j) > j,
-    // has not been overwritten yet.
+    // Written in ascending order, kOlderBatch columns at a time, every
+    // source of a batch loaded before any of it is written: column j's
+    // source, old_col(len + j) > j, lies right of every column written so
+    // far. A column at a time, each load waits for the previous store (the
+    // compiler cannot tell si from so). The decode modes batch; the shift
+    // rule, whose state_len is W-1 in every benchmark, keeps one column a
+    // time. On an H200 (TestTune, µs, two calls, the old code, the x batch
+    // moved alone, both changes): B256 spec4 (three such columns) 26.56 /
+    // 26.85 / 25.47 and 26.53 / 26.66 / 25.44, B32 spec4 8.90 / 9.12 / 8.42
+    // and 8.86 / 8.86 / 8.35; the batch alone, in an earlier call, 26.82
+    // and 26.62 against 26.98 and 26.88.
     if (so != nullptr) {
-      for (int j = 0; j < older; ++j) {
-        const long long h = len + j;  // index into [old state | x]
-        if (MODE == kCircular && h < state_len) continue;
-        Raw v;
-        if (h >= state_len) v = ld(xc + (start + h - state_len) * x_stride);
-        else if (init) v = ld(si + old_col(h) * in_col_stride);
-        else v = zero_raw();
-        st(so + (long long)new_col(j) * out_col_stride, v);
+      constexpr int kOlderBatch = MODE == kShift ? 1 : 4;
+      for (int j0 = 0; j0 < older; j0 += kOlderBatch) {
+        Raw v[kOlderBatch];
+#pragma unroll
+        for (int u = 0; u < kOlderBatch; ++u) {
+          const long long h = len + j0 + u;  // index into [old state | x]
+          if (j0 + u >= older) break;
+          if (h >= state_len) v[u] = ld(xc + (start + h - state_len) * x_stride);
+          else if (init) v[u] = ld(si + old_col(h) * in_col_stride);
+          else v[u] = zero_raw();
+        }
+#pragma unroll
+        for (int u = 0; u < kOlderBatch; ++u) {
+          const int j = j0 + u;
+          if (j >= older) break;
+          if (MODE == kCircular && len + j < state_len) continue;
+          st(so + (long long)new_col(j) * out_col_stride, v[u]);
+        }
       }
     }
   }
@@ -378,17 +422,6 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
   };
   if (threadIdx.x == 0)
     for (int i = 0; i < STAGES && i < nst; ++i) issue(i);
-#else
-  // Batches of UNROLL tokens, each loaded before any of it is computed (the
-  // loop is rotated so that the first batch is issued before the
-  // conversions below); a one-token loop finishes the chunk.
-  long long t = tbeg;
-  Raw buf[UNROLL];
-  auto load = [&] {
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) buf[u] = ld_x(xc + (t + u) * x_stride);
-  };
-  if (t + UNROLL <= tend) load();
 #endif
 
   // fp32 taps and bias, halved when the SiLU takes the half-scale

@@ -103,6 +103,18 @@ const (
 	// with 4 under 6, 26.53 with 4 under 8, 28.42 one at a time under 8;
 	// B32: 9.34, 8.93, 8.93, 9.57.
 	maxDecodeUnroll = 4
+	// Single-token decode over a grid at least wideDecodeWaves waves deep
+	// (at wideDecodeMinBlocks blocks an SM) moves 16 bytes a thread
+	// instead of four channels: half the blocks, each with twice the bytes
+	// in flight behind its one index round trip. Eight 16-bit channels need
+	// 80 registers (six blocks; a 32-byte spill). On an H200, TestTune, two
+	// calls, µs, four channels under 8 blocks against eight under 7, 6 and
+	// 5: B256 x 8192 18.59 / 19.87 / 16.77 / 17.15 and 18.40 / 19.78 /
+	// 16.58 / 16.99; its circular-buffer form 18.21 / 18.02 / 16.06 /
+	// 16.96 and 18.30 / 18.11 / 16.26 / 17.09; B32 6.85 / 6.91 / 7.04 /
+	// 6.91 and 6.72 / 6.72 / 6.88 / 6.75 (a shallow grid: left at four).
+	wideDecodeMinBlocks = 6
+	wideDecodeWaves     = 2
 	// Prefill streams x through a shared-memory ring of ringStages stages
 	// of ringRows rows, filled by bulk copies (cp.async.bulk): a chunk of
 	// up to ringChunk tokens is then wholly in flight as soon as the block
@@ -128,7 +140,8 @@ func (c config) grid(sh shape) (slots, chanBlocks int) {
 }
 
 // pickConfig chooses the launch configuration: four channels per thread
-// where the layout allows (else fewer); eight tokens in flight per thread;
+// where the layout allows (else fewer; 16 bytes for single-token decode over
+// a deep grid); eight tokens in flight per thread;
 // cache hints for decode (fewer new tokens than that), and for decode of up
 // to maxDecodeUnroll tokens a batch of just those under a tighter register
 // cap; the longest
@@ -145,9 +158,15 @@ func pickConfig(props cuda.Props, sh shape) config {
 	if sh.seqLen > 0 && sh.seqLen <= maxDecodeUnroll {
 		c.unroll, c.minBlocks = intmath.NextPow2(sh.seqLen), decodeMinBlocks
 	}
+	sms := max(props.SMs, 1)
+	if wide := min(sh.maxVec, maxVecBytes/sh.elemSize); sh.seqLen == 1 && wide > c.vec {
+		blocks := sh.seqs * intmath.CeilDiv(intmath.CeilDiv(sh.dim, wide), maxBlock)
+		if blocks >= wideDecodeWaves*wideDecodeMinBlocks*sms {
+			c.vec, c.minBlocks = wide, wideDecodeMinBlocks
+		}
+	}
 	groups := (sh.dim + c.vec - 1) / c.vec
 	c.threads = min(maxBlock, (groups+31)/32*32)
-	sms := max(props.SMs, 1)
 	blocks := func() int { s, ch := c.grid(sh); return s * ch }
 	for c.chunk > minChunk && blocks() < 8*sms {
 		c.chunk = max(c.chunk/2, minChunk)

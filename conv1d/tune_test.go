@@ -161,7 +161,12 @@ func TestTune(t *testing.T) {
 		{"16x1", func(c *config) { c.ring, c.stages = 16, 1 }},
 		picked,
 	}
-	decode := []variant{picked, picked}
+	decode := []variant{picked,
+		{"vec8 b7", func(c *config) { c.vec, c.minBlocks = 8, 7 }},
+		{"vec8 b6", func(c *config) { c.vec, c.minBlocks = 8, 6 }},
+		{"vec8 b5", func(c *config) { c.vec, c.minBlocks = 8, 5 }},
+		picked,
+	}
 	multiToken := []variant{picked,
 		{"u4", func(c *config) { c.unroll = 4 }},
 		{"u4 b8", func(c *config) { c.unroll, c.minBlocks = 4, decodeMinBlocks }},
