@@ -270,6 +270,21 @@ const (
 // reading x again to write y (from L2, it was hoped) lost at every cluster
 // size from 1 to 8 and 16 or 32 KiB pieces: bf16 108–135, f32 205–234
 // (55–63% of the copy); the second read mostly misses L2.
+//
+// That ceiling is not the ring's: it is any grid of one resident block an
+// SM that streams its own share (ninth session, a stand-alone CUDA probe
+// copying 128 MiB on an H200, two rounds, GB/s read + written; the driver's
+// copy of the same buffers 3825–3918). One block of 256–1024 threads an
+// SM, each with its own contiguous share: through registers 3310–3553,
+// through a bulk-copy ring with 16-byte stores 3490–3581, through the ring
+// with bulk stores 3456–3508, through a cp.async ring 3595; the same with
+// two blocks an SM 3445–3563, four 3425–3498; one block an SM taking 32 or
+// 64 KiB pieces in turn (piece g to block g mod 132) 3582–3608. Reads alone
+// through any of them ran 3729–3998. Only many short blocks came near the
+// driver's copy: 4096 blocks of 32 KiB each, 3718–3737 (96%). A row that
+// needs a cluster's shared memory keeps its blocks for the whole row, so
+// these shapes stay near 90% of a copy unless the merge of a row's blocks
+// moves out of shared memory, which lost (above).
 func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
 	size := dt.Size()
 	if p.Major < 9 || vec*size != 16 || n%vec != 0 || n*size < bulkMinRow || int64(m)*int64(n*size) < bulkMinBytes {
