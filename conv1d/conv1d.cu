@@ -10,11 +10,11 @@
 // halo at the start of a chunk, which the neighbouring chunk has just pulled
 // into L2. Loads of UNROLL tokens are issued before any arithmetic so that
 // each thread keeps several requests in flight; a one-token loop finishes
-// the chunk. Single-token decode runs UNROLL = 1. In the prologue only the
-// slot index is waited on before the state is read: the taps, the bias, the
-// halo and the first batch of tokens are all in flight before anything
-// loaded is converted. MINB caps the registers (launch bounds) so that MINB
-// blocks of 128 threads fit on an SM. For bf16, SiLU is one
+// the chunk. Single-token decode runs UNROLL = 1. In the prologue the taps,
+// the bias, the halo and the first batch of tokens are issued before the
+// slot index is waited on, and only the state's loads wait for it. MINB
+// caps the registers (launch bounds) so that MINB blocks of 128 threads
+// fit on an SM. For bf16, SiLU is one
 // tanh.approx on a half-scale pre-activation; for f16 and f32 it uses the
 // approximate ex2 and rcp units (relative error about 1e-7). 16-bit values
 // are converted two at a time, straight from and to the loaded words.
@@ -290,10 +290,10 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
   const T* xc = x + c0;
   const bool owner = k == 0;
 
-  // The taps (VEC·W contiguous values: W words), the bias and, for a later
-  // chunk, the halo do not depend on the slot: they are in flight while the
-  // slot index is waited on. Nothing loaded is converted before the first
-  // batch of tokens has been issued, so that the window (from the state or
+  // The taps (VEC·W contiguous values: W words), the bias, for a later
+  // chunk the halo, and the first batch of tokens do not depend on the
+  // slot: they are in flight while the slot index is waited on. Nothing
+  // loaded is converted before then, so that the window (from the state or
   // the halo) and the first tokens arrive together.
   Raw wr[W], br, win[W - 1];
 #pragma unroll
@@ -303,6 +303,25 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
 #pragma unroll
     for (int m = 0; m < W - 1; ++m) win[m] = ld_x(xc + (tbeg - (W - 1) + m) * x_stride);
   }
+
+#if !RING
+  // Batches of UNROLL tokens, each loaded before any of it is computed; a
+  // one-token loop finishes the chunk. The loop is rotated so that the
+  // first batch is issued here, before the slot index is waited on: x
+  // depends only on the sequence, and it is never a conv state, so its
+  // loads may also pass the state writes below. On an H200 (TestTune, two
+  // calls, µs) against issuing it after the slot index and the window's
+  // loads: B256 16.48–16.64 → 15.94–16.06, B32 6.62–6.78 → 6.34–6.46,
+  // circular B256 16.06–16.16 → 14.94–15.14, spec4 B256 25.47–25.63 →
+  // 24.54–25.02, spec4 B32 8.29–8.51 → 7.87–8.00; B1 level.
+  long long t = tbeg;
+  Raw buf[UNROLL];
+  auto load = [&] {
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) buf[u] = ld_x(xc + (t + u) * x_stride);
+  };
+  if (t + UNROLL <= tend) load();
+#endif
 
   const bool stateful = state_in != nullptr || state_out != nullptr;
   if (slot < 0) return;  // pad slot: the sequence is skipped entirely
@@ -321,24 +340,6 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
   if (c0 < split1) { out = out0 + c0; os = os0; }
   else if (c0 < split2) { out = out1 + (c0 - split1); os = os1; }
   else { out = out2 + (c0 - split2); os = os2; }
-
-#if !RING
-  // Batches of UNROLL tokens, each loaded before any of it is computed (the
-  // loop is rotated so that the first batch is issued before the state is
-  // written and before the conversions below); a one-token loop finishes
-  // the chunk. x is never a conv state, so its loads may pass the state
-  // writes. The decode modes issue the batch before the window's loads
-  // (with the batched state columns below: B256 spec4 gains 4%, see there);
-  // the shift rule issues it after them, as before: moved, B256 (shift) ran
-  // 18.78 and 18.88 µs against 18.11 and 18.05 (H200, TestTune).
-  long long t = tbeg;
-  Raw buf[UNROLL];
-  auto load = [&] {
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) buf[u] = ld_x(xc + (t + u) * x_stride);
-  };
-  if (MODE != kShift && t + UNROLL <= tend) load();
-#endif
 
   const bool init = owner && state_in != nullptr && flagged;
   const T* si = init ? state_in + slot * in_slot_stride + c0 : nullptr;
@@ -365,10 +366,6 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     }
   }
 
-#if !RING
-  if (MODE == kShift && t + UNROLL <= tend) load();
-#endif
-
   if (owner) {
     // Final-state columns older than the last W-1: x~[len - state_len + j].
     // Written in ascending order, kOlderBatch columns at a time, every
@@ -377,11 +374,12 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     // far. A column at a time, each load waits for the previous store (the
     // compiler cannot tell si from so). The decode modes batch; the shift
     // rule, whose state_len is W-1 in every benchmark, keeps one column a
-    // time. On an H200 (TestTune, µs, two calls, the old code, the x batch
-    // moved alone, both changes): B256 spec4 (three such columns) 26.56 /
-    // 26.85 / 25.47 and 26.53 / 26.66 / 25.44, B32 spec4 8.90 / 9.12 / 8.42
-    // and 8.86 / 8.86 / 8.35; the batch alone, in an earlier call, 26.82
-    // and 26.62 against 26.98 and 26.88.
+    // time. On an H200, while the token batch still waited for the slot
+    // index (TestTune, µs, two calls; the old code / the token batch moved
+    // before the window's loads / that and this batch): B256 spec4 (three
+    // such columns) 26.56 / 26.85 / 25.47 and 26.53 / 26.66 / 25.44, B32
+    // spec4 8.90 / 9.12 / 8.42 and 8.86 / 8.86 / 8.35; this batch alone, in
+    // an earlier call, 26.82 and 26.62 against 26.98 and 26.88.
     if (so != nullptr) {
       constexpr int kOlderBatch = MODE == kShift ? 1 : 4;
       for (int j0 = 0; j0 < older; j0 += kOlderBatch) {
