@@ -364,24 +364,20 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
       if (MODE == kCircular) c = (int)(((long long)mv + c) % state_len);
       win[m] = init ? ld(si + (long long)c * in_col_stride) : zero_raw();
     }
-  }
-
-  if (owner) {
     // Final-state columns older than the last W-1: x~[len - state_len + j].
     // Written in ascending order, kOlderBatch columns at a time, every
     // source of a batch loaded before any of it is written: column j's
     // source, old_col(len + j) > j, lies right of every column written so
     // far. A column at a time, each load waits for the previous store (the
-    // compiler cannot tell si from so). The decode modes batch; the shift
-    // rule, whose state_len is W-1 in every benchmark, keeps one column a
-    // time. On an H200, while the token batch still waited for the slot
-    // index (TestTune, µs, two calls; the old code / the token batch moved
-    // before the window's loads / that and this batch): B256 spec4 (three
-    // such columns) 26.56 / 26.85 / 25.47 and 26.53 / 26.66 / 25.44, B32
-    // spec4 8.90 / 9.12 / 8.42 and 8.86 / 8.86 / 8.35; this batch alone, in
-    // an earlier call, 26.82 and 26.62 against 26.98 and 26.88.
+    // compiler cannot tell si from so). On an H200, while the token batch
+    // still waited for the slot index (TestTune, µs, two calls; the old
+    // code / the token batch moved before the window's loads / that and
+    // this batch): B256 spec4 (three such columns) 26.56 / 26.85 / 25.47
+    // and 26.53 / 26.66 / 25.44, B32 spec4 8.90 / 9.12 / 8.42 and 8.86 /
+    // 8.86 / 8.35; this batch alone, in an earlier call, 26.82 and 26.62
+    // against 26.98 and 26.88.
     if (so != nullptr) {
-      constexpr int kOlderBatch = MODE == kShift ? 1 : 4;
+      constexpr int kOlderBatch = 4;
       for (int j0 = 0; j0 < older; j0 += kOlderBatch) {
         Raw v[kOlderBatch];
 #pragma unroll
