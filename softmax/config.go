@@ -285,6 +285,22 @@ const (
 // needs a cluster's shared memory keeps its blocks for the whole row, so
 // these shapes stay near 90% of a copy unless the merge of a row's blocks
 // moves out of shared memory, which lost (above).
+//
+// Three designs built of short blocks lost too (tenth session, the same
+// probe's harness on an H200, µs; the driver's copy of the same bytes, then
+// this picker's time from BENCH.md, in brackets). Blocks of one 32 KiB
+// chunk each: (1) stats blocks publishing a chunk's (max, sum) under a
+// release-tagged word, and write blocks, dispatched a lag later, that merge
+// the row's partials and read their chunk again: f32 256×262144 152.8 at
+// best (131–133; 149.8), bf16 87.3 (67–69; 82.9). With the second read taken
+// out (wrong results), 130.8: the traffic reaches the copy, but a chunk
+// read a lag of 1024 blocks (32 MiB) earlier mostly misses L2 (191), and
+// shorter lags leave write blocks waiting for their stats. (2) Each block
+// keeping its chunk in registers while the row's blocks exchange through
+// global memory: 184–201. (3) One short-lived cluster a row holding it in
+// registers, merged through DSMEM: f32 172.7, 256×131072 81.3 (69; 77.5),
+// 256×32768 24.9 (22; 21.8); bf16 128.9, 54.8 (37–38; 42.7), 17.1 (12;
+// 16.2).
 func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
 	size := dt.Size()
 	if p.Major < 9 || vec*size != 16 || n%vec != 0 || n*size < bulkMinRow || int64(m)*int64(n*size) < bulkMinBytes {
