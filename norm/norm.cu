@@ -328,7 +328,11 @@ struct Columns {
   Access w, b;
 };
 
+// A lane whose access lies past the row (a group wider than the row's
+// accesses) reads the last access's columns, which it never stores: its own
+// would lie past the end of w and bias on the 16-byte path of an EVEN row.
 KI void load_columns(const Elem* w, const Elem* bias, int i, int n, Columns& c) {
+  i = min(i, (n + VEC - 1) / VEC - 1);
 #if WEIGHT != 0
   load_access(w, i, n, c.w, false);
 #endif
@@ -560,12 +564,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
   load_row(row, cur);  // before the columns: the row is what the first reduction waits for
 #endif
 #if !RELOAD
-  // A lane whose access lies past the row (a group wider than the row's
-  // accesses) takes the last access's columns, never stored: read whole
-  // (EVEN), its own would lie past the end of w and bias.
   Columns cols[VPT];
 #pragma unroll
-  for (int k = 0; k < VPT; ++k) load_columns(w, bias, min(lane + k * threads, accesses - 1), n, cols[k]);
+  for (int k = 0; k < VPT; ++k) load_columns(w, bias, lane + k * threads, n, cols[k]);
 #endif
 
   // With WAVES the body runs once, also for a warp whose rows all lie past
@@ -646,7 +647,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #else
 #if RELOAD
       Columns ck;
-      load_columns(w, bias, min(i, accesses - 1), n, ck);  // as cols above
+      load_columns(w, bias, i, n, ck);
 #else
       Columns& ck = cols[k];
 #endif
