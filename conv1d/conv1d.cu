@@ -375,9 +375,14 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     // this batch): B256 spec4 (three such columns) 26.56 / 26.85 / 25.47
     // and 26.53 / 26.66 / 25.44, B32 spec4 8.90 / 9.12 / 8.42 and 8.86 /
     // 8.86 / 8.35; this batch alone, in an earlier call, 26.82 and 26.62
-    // against 26.98 and 26.88.
+    // against 26.98 and 26.88. The ring (prefill) writes one column at a
+    // time: batched there, its kernel ran 3-7% slower on an H200 (kittens
+    // bench, two rounds, µs, one column / four: 1x32768 255.0 / 267.3,
+    // 8 seqs 16384 tokens 134.6 / 143.2, 1x4096 39.0 / 40.4). Only one
+    // block of a sequence writes these columns, so the cost is not the
+    // writes; why the whole kernel slows is not established.
     if (so != nullptr) {
-      constexpr int kOlderBatch = 4;
+      constexpr int kOlderBatch = RING ? 1 : 4;
       for (int j0 = 0; j0 < older; j0 += kOlderBatch) {
         Raw v[kOlderBatch];
 #pragma unroll
