@@ -49,3 +49,74 @@ func TestJSONRoundTripAndMerge(t *testing.T) {
 		t.Fatal("read a broken report")
 	}
 }
+
+// TestMergeRepeatedRuns merges three runs of one case (one of them failed
+// on our side), then a fourth into that: every time is the
+// median of the runs that have it, the table gives each run's ratio, and
+// the samples survive a JSON round trip.
+func TestMergeRepeatedRuns(t *testing.T) {
+	env := Env{Device: "NVIDIA H200", Driver: "13.0", NVRTC: "13.0", CopyGBs: 4250}
+	run := func(ours, minUS, eager, compile, same float64, err string) *Report {
+		e := Entry{Family: "norm", Op: "rmsnorm", Case: "1x2048 bf16", Bytes: 8192, SameCopyGBs: same, Err: err,
+			Result: Result{MedianUS: ours, MinUS: minUS, GBs: 8192 / (ours * 1e3), Runs: 200, Sets: 16}}
+		if eager > 0 {
+			e.Torch = &TorchResult{EagerUS: eager, CompileUS: compile}
+		}
+		return &Report{Env: env, Entries: []Entry{e}}
+	}
+	reps := []*Report{run(4.3, 4.1, 8, 4.0, 0, ""), run(4.2, 4.0, 9, 4.4, 0, ""), run(0, 0, 7, 4.1, 0, "boom"),
+		run(4.5, 4.2, 10, 4.6, 0, "")}
+	reps[0].Entries = append(reps[0].Entries, Entry{Family: "act", Op: "silu", Case: "once", Result: Result{MedianUS: 7}})
+	m, err := Merge(reps[0], reps[1], reps[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Entries) != 2 {
+		t.Fatalf("want one entry a case, got %d", len(m.Entries))
+	}
+	e := m.Entries[0]
+	// Runs 1 and 2 measured ours: medians of two are means.
+	if len(e.Samples) != 2 || e.Result.MedianUS != 4.25 || e.Result.MinUS != 4.0 || e.Err != "" {
+		t.Fatalf("ours: %+v", e)
+	}
+	if e.Torch == nil || e.Torch.EagerUS != 8.5 || e.Torch.CompileUS != 4.2 {
+		t.Fatalf("torch: %+v", e.Torch)
+	}
+	if lo, hi := e.compileRange(); lo != 4.0/4.3 || hi != 4.4/4.2 {
+		t.Fatalf("compile range %v-%v", lo, hi)
+	}
+	if m.Entries[1].Samples != nil || m.Entries[1].Result.MedianUS != 7 {
+		t.Fatalf("a case of one run changed: %+v", m.Entries[1])
+	}
+	// Merging the merged report with a third measured run: three samples.
+	var buf bytes.Buffer
+	if err := m.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3, err := Merge(back, reps[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = m3.Entries[0]
+	if len(e.Samples) != 3 || e.Result.MedianUS != 4.3 || e.Torch.CompileUS != 4.4 || e.Torch.EagerUS != 9 {
+		t.Fatalf("three runs: %+v %+v", e, e.Torch)
+	}
+	var md bytes.Buffer
+	if err := m3.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"vs compile, each run", "0.93–1.05× (3)", "median"} {
+		if !strings.Contains(md.String(), want) {
+			t.Fatalf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	// A case that failed in every run keeps the error.
+	f, err := Merge(run(0, 0, 0, 0, 0, "boom"), run(0, 0, 0, 0, 0, "bang"))
+	if err != nil || f.Entries[0].Err != "boom" {
+		t.Fatalf("failed runs: %v %+v", err, f.Entries[0])
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 )
 
@@ -15,6 +16,48 @@ type Entry struct {
 	SameCopyGBs      float64      // CopyAt(Bytes) in the same run, when measured
 	Torch            *TorchResult // PyTorch's times, when compared
 	Err              string       // why the case could not be measured
+	// Samples are the times of each run, where Merge combined several runs
+	// of this case; the times above are then their medians.
+	Samples []Sample
+}
+
+// Sample is one run's times of a case, in µs (0: not measured).
+type Sample struct {
+	OursUS    float64 `json:"ours_us"`
+	EagerUS   float64 `json:"eager_us,omitempty"`
+	CompileUS float64 `json:"compile_us,omitempty"`
+}
+
+// samples returns the entry's per-run times: Samples, or its own times as
+// one run. A failed measurement has none.
+func (e Entry) samples() []Sample {
+	if len(e.Samples) > 0 || e.Err != "" {
+		return e.Samples
+	}
+	s := Sample{OursUS: e.Result.MedianUS}
+	if e.Torch != nil {
+		s.EagerUS, s.CompileUS = e.Torch.EagerUS, e.Torch.CompileUS
+	}
+	return []Sample{s}
+}
+
+// compileRange is the lowest and highest of the runs' own ratios of
+// torch.compile's time over ours (0, 0 when fewer than two runs have one).
+func (e Entry) compileRange() (lo, hi float64) {
+	n := 0
+	for _, s := range e.Samples {
+		if r := ratio(s.CompileUS, s.OursUS); r > 0 {
+			if n == 0 || r < lo {
+				lo = r
+			}
+			hi = max(hi, r)
+			n++
+		}
+	}
+	if n < 2 {
+		return 0, 0
+	}
+	return lo, hi
 }
 
 // SpeedupEager is PyTorch eager's time over ours (above 1: we are faster),
@@ -66,6 +109,17 @@ func (r *Report) sameCopied() bool {
 	return false
 }
 
+// repeated reports whether any entry combines several runs with PyTorch
+// times (see Merge).
+func (r *Report) repeated() bool {
+	for _, e := range r.Entries {
+		if lo, _ := e.compileRange(); lo > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // compared reports whether any entry has PyTorch times.
 func (r *Report) compared() bool {
 	for _, e := range r.Entries {
@@ -101,9 +155,12 @@ func (r *Report) table() *Table {
 	if same {
 		t.Header = append(t.Header, "% of same-size copy")
 	}
-	torch := r.compared()
+	torch, repeated := r.compared(), r.repeated()
 	if torch {
 		t.Header = append(t.Header, "torch eager µs", "torch.compile µs", "vs eager", "vs compile")
+	}
+	if repeated {
+		t.Header = append(t.Header, "vs compile, each run")
 	}
 	t.Align = "ll" + strings.Repeat("r", len(t.Header)-2)
 	for _, e := range r.Entries {
@@ -119,6 +176,13 @@ func (r *Report) table() *Table {
 				eager, compile = num("%.2f", e.Torch.EagerUS), num("%.2f", e.Torch.CompileUS)
 			}
 			row = append(row, eager, compile, num("%.2f×", e.SpeedupEager()), num("%.2f×", e.SpeedupCompile()))
+		}
+		if repeated {
+			cell := dash
+			if lo, hi := e.compileRange(); lo > 0 {
+				cell = fmt.Sprintf("%.2f–%.2f× (%d)", lo, hi, len(e.Samples))
+			}
+			row = append(row, cell)
 		}
 		t.Add(row...)
 	}
@@ -180,7 +244,13 @@ until its next call so that outputs rotate as ours do, launches back to back beh
 between each, the median; ` + "`triton.testing.do_bench`" + `'s L2 flush adds 0.6-1.1 µs to a small kernel, ours and
 PyTorch's alike; an output reused at once, still in the L2, takes up to 10% off a small one). "vs eager" and "vs compile" are PyTorch's time over ours:
 above 1 we are faster.
-The machines are shared and vary from run to run; compare numbers of one run only.`
+The machines are shared and vary from run to run; compare numbers of one run (or one merged set of runs) only.`
+	methodRepeated = `Cases measured in several runs (` + "`kittens report`" + ` merging runs that repeat them) show the median
+of the runs for every time, ours and PyTorch's alike, and the percentages and ratios are of those medians;
+"vs compile, each run" is the range of each run's own ratio, with the number of runs. Each run starts
+PyTorch in a process of its own, whose torch.compile picks its kernels' configs afresh (Inductor's
+autotuner, which does not save its picks here); how fast a small kernel is depends on that pick, so one run
+alone can land several percent either way.`
 	methodCPU = `No GPU was used, so these are the CPU path's wall times: each op's parity cases run on host tensors
 (the float64 reference), the median of a few runs, each drawing fresh inputs. They show the host path works;
 they say nothing about the kernels' speed.`
@@ -210,6 +280,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	} else {
 		b.WriteString(methodGPU)
 	}
+	if r.repeated() {
+		b.WriteString("\n\n" + methodRepeated)
+	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -217,25 +290,26 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 
 // jsonEntry is an Entry with every derived number spelled out.
 type jsonEntry struct {
-	Family         string  `json:"family"`
-	Op             string  `json:"op"`
-	Case           string  `json:"case"`
-	Bytes          int64   `json:"bytes"`
-	Flops          int64   `json:"flops"`
-	MedianUS       float64 `json:"median_us"`
-	MinUS          float64 `json:"min_us"`
-	GBs            float64 `json:"gbs"`
-	TFLOPs         float64 `json:"tflops"`
-	PctCopy        float64 `json:"pct_copy"`
-	SameCopyGBs    float64 `json:"same_copy_gbs,omitempty"`
-	Sets           int     `json:"sets"`
-	Runs           int     `json:"runs"`
-	TorchEagerUS   float64 `json:"torch_eager_us,omitempty"`
-	TorchCompileUS float64 `json:"torch_compile_us,omitempty"`
-	TorchError     string  `json:"torch_error,omitempty"`
-	SpeedupEager   float64 `json:"speedup_eager,omitempty"`
-	SpeedupCompile float64 `json:"speedup_compile,omitempty"`
-	Error          string  `json:"error,omitempty"`
+	Family         string   `json:"family"`
+	Op             string   `json:"op"`
+	Case           string   `json:"case"`
+	Bytes          int64    `json:"bytes"`
+	Flops          int64    `json:"flops"`
+	MedianUS       float64  `json:"median_us"`
+	MinUS          float64  `json:"min_us"`
+	GBs            float64  `json:"gbs"`
+	TFLOPs         float64  `json:"tflops"`
+	PctCopy        float64  `json:"pct_copy"`
+	SameCopyGBs    float64  `json:"same_copy_gbs,omitempty"`
+	Sets           int      `json:"sets"`
+	Runs           int      `json:"runs"`
+	TorchEagerUS   float64  `json:"torch_eager_us,omitempty"`
+	TorchCompileUS float64  `json:"torch_compile_us,omitempty"`
+	TorchError     string   `json:"torch_error,omitempty"`
+	SpeedupEager   float64  `json:"speedup_eager,omitempty"`
+	SpeedupCompile float64  `json:"speedup_compile,omitempty"`
+	Error          string   `json:"error,omitempty"`
+	Samples        []Sample `json:"samples,omitempty"`
 }
 
 // WriteJSON writes the report as one indented JSON object: the environment
@@ -250,7 +324,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		j := jsonEntry{Family: e.Family, Op: e.Op, Case: e.Case, Bytes: e.Bytes, Flops: e.Flops,
 			MedianUS: e.Result.MedianUS, MinUS: e.Result.MinUS, GBs: e.Result.GBs, TFLOPs: e.Result.TFLOPs,
 			PctCopy: r.PctCopy(e), SameCopyGBs: e.SameCopyGBs, Sets: e.Result.Sets, Runs: e.Result.Runs,
-			SpeedupEager: e.SpeedupEager(), SpeedupCompile: e.SpeedupCompile(), Error: e.Err}
+			SpeedupEager: e.SpeedupEager(), SpeedupCompile: e.SpeedupCompile(), Error: e.Err, Samples: e.Samples}
 		if e.Torch != nil {
 			j.TorchEagerUS, j.TorchCompileUS, j.TorchError = e.Torch.EagerUS, e.Torch.CompileUS, e.Torch.Error
 		}
@@ -274,8 +348,8 @@ func ReadJSON(r io.Reader) (*Report, error) {
 	rep := &Report{Env: in.Env, Entries: make([]Entry, len(in.Entries))}
 	for i, j := range in.Entries {
 		e := Entry{Family: j.Family, Op: j.Op, Case: j.Case, Bytes: j.Bytes, Flops: j.Flops, Err: j.Error,
-			SameCopyGBs: j.SameCopyGBs,
-			Result:      Result{MedianUS: j.MedianUS, MinUS: j.MinUS, GBs: j.GBs, TFLOPs: j.TFLOPs, Sets: j.Sets, Runs: j.Runs}}
+			SameCopyGBs: j.SameCopyGBs, Samples: j.Samples,
+			Result: Result{MedianUS: j.MedianUS, MinUS: j.MinUS, GBs: j.GBs, TFLOPs: j.TFLOPs, Sets: j.Sets, Runs: j.Runs}}
 		if j.TorchEagerUS > 0 || j.TorchCompileUS > 0 || j.TorchError != "" {
 			e.Torch = &TorchResult{EagerUS: j.TorchEagerUS, CompileUS: j.TorchCompileUS, Error: j.TorchError}
 		}
@@ -284,14 +358,19 @@ func ReadJSON(r io.Reader) (*Report, error) {
 	return rep, nil
 }
 
-// Merge joins reports of runs on the same device (a long benchmark split
-// into several runs) into one. The copy ceiling is the lowest measured, so no
+// Merge joins reports of runs on the same device into one: runs of
+// different ops (a long benchmark split to fit a time limit), and runs that
+// repeat a case, which become one entry whose times are the medians of the
+// runs' (see mergeEntries). The copy ceiling is the lowest measured, so no
 // case's percentage of it is flattered; the date is the last run's.
 func Merge(reps ...*Report) (*Report, error) {
 	if len(reps) == 0 {
 		return nil, fmt.Errorf("bench: no reports to merge")
 	}
 	out := &Report{Env: reps[0].Env}
+	type key struct{ op, name string }
+	groups := map[key][]Entry{}
+	var order []key
 	for _, r := range reps {
 		if r.Env.Device != out.Env.Device || r.Env.Driver != out.Env.Driver {
 			return nil, fmt.Errorf("bench: cannot merge runs on %q (driver %s) and %q (driver %s)",
@@ -303,7 +382,87 @@ func Merge(reps ...*Report) (*Report, error) {
 		if r.Env.Date.After(out.Env.Date) {
 			out.Env.Date = r.Env.Date
 		}
-		out.Entries = append(out.Entries, r.Entries...)
+		for _, e := range r.Entries {
+			k := key{e.Op, e.Case}
+			if _, ok := groups[k]; !ok {
+				order = append(order, k)
+			}
+			groups[k] = append(groups[k], e)
+		}
+	}
+	for _, k := range order {
+		out.Entries = append(out.Entries, mergeEntries(groups[k]))
 	}
 	return out, nil
+}
+
+// mergeEntries combines the runs of one case. One run stays as it is. Of
+// several, the runs that measured it count: our time, PyTorch's eager and
+// compiled times and the same-size copy are each the median of the runs
+// that have them (the mean of the middle two for an even count), the fastest
+// launch the fastest of all, bandwidth and FLOP rate follow the median, and
+// Samples keeps every run's times. A case no run measured keeps the first
+// run's error.
+func mergeEntries(es []Entry) Entry {
+	if len(es) == 1 {
+		return es[0]
+	}
+	m := es[0]
+	m.Err, m.Samples, m.Torch = "", nil, nil
+	var copies []float64
+	var torchErr string
+	for _, e := range es {
+		if e.Torch != nil && e.Torch.Error != "" && torchErr == "" {
+			torchErr = e.Torch.Error
+		}
+		if e.Err != "" {
+			continue
+		}
+		if m.Samples == nil || e.Result.MinUS < m.Result.MinUS {
+			m.Result.MinUS = e.Result.MinUS
+		}
+		m.Samples = append(m.Samples, e.samples()...)
+		if e.SameCopyGBs > 0 {
+			copies = append(copies, e.SameCopyGBs)
+		}
+	}
+	if m.Samples == nil {
+		m.Err = es[0].Err
+		return m
+	}
+	pick := func(f func(Sample) float64) float64 {
+		var v []float64
+		for _, s := range m.Samples {
+			if x := f(s); x > 0 {
+				v = append(v, x)
+			}
+		}
+		return median(v)
+	}
+	m.Result.MedianUS = pick(func(s Sample) float64 { return s.OursUS })
+	m.Result.GBs = float64(m.Bytes) / (m.Result.MedianUS * 1e3)
+	m.Result.TFLOPs = float64(m.Flops) / (m.Result.MedianUS * 1e6)
+	m.SameCopyGBs = median(copies)
+	eager, compile := pick(func(s Sample) float64 { return s.EagerUS }), pick(func(s Sample) float64 { return s.CompileUS })
+	if eager > 0 || compile > 0 || torchErr != "" {
+		m.Torch = &TorchResult{EagerUS: eager, CompileUS: compile}
+		if eager == 0 && compile == 0 {
+			m.Torch.Error = torchErr
+		}
+	}
+	return m
+}
+
+// median is the middle of v (the mean of the middle two for an even count),
+// 0 for none. It sorts v.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }

@@ -27,7 +27,10 @@
 # Inductor times the candidate configs of a reduction kernel at its first
 # call, and in a worker that runs beside the others on the same GPU; the
 # config saved from there would be the timing pass's too. The timing pass
-# makes its own choice, alone on the GPU, in its first round.
+# makes its own choice, alone on the GPU, in its first round, and does not
+# save it either: each run's choice is its own, so that the median of
+# several runs (kittens report) is over independent choices, not one
+# choice reused from the first run's cache.
 import json
 import math
 import multiprocessing
@@ -171,6 +174,7 @@ def warm(cases):
 def main():
     cases = json.load(sys.stdin)
     warm(cases)
+    torch._inductor.config.autotune_local_cache = False
     torch.manual_seed(0)
     for k, c in enumerate(cases, 1):
         t0 = time.perf_counter()

@@ -8,8 +8,9 @@ import (
 )
 
 // report merges the JSON outputs of several `kittens bench -json` runs on one
-// device (a benchmark split to fit a time limit) into one report: printed,
-// and written as markdown with -write.
+// device (a benchmark split to fit a time limit, or repeated: a case in
+// several runs gets the median of their times, see bench.Merge) into one
+// report: printed, and written as markdown with -write.
 func (c *cli) report(args []string) int {
 	fs := c.flags("report")
 	write := fs.String("write", "", "write the merged report as markdown to this file (BENCH.md)")
