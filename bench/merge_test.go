@@ -7,6 +7,20 @@ import (
 	"time"
 )
 
+// roundTrip is r written as JSON and read back.
+func roundTrip(t *testing.T, r *Report) *Report {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back
+}
+
 func TestJSONRoundTripAndMerge(t *testing.T) {
 	day := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
 	a := &Report{Env: Env{Device: "NVIDIA H200", Driver: "13.0", NVRTC: "13.0", Date: day, CopyGBs: 4250},
@@ -14,19 +28,7 @@ func TestJSONRoundTripAndMerge(t *testing.T) {
 			Result: Result{MedianUS: 20, GBs: 3355.85, Runs: 200, Sets: 3}, Torch: &TorchResult{EagerUS: 26, CompileUS: 39}}}}
 	b := &Report{Env: Env{Device: "NVIDIA H200", Driver: "13.0", NVRTC: "13.0", Date: day.Add(time.Hour), CopyGBs: 4200},
 		Entries: []Entry{{Family: "act", Op: "silu", Case: "x", Err: "boom"}}}
-	var reps []*Report
-	for _, r := range []*Report{a, b} {
-		var buf bytes.Buffer
-		if err := r.WriteJSON(&buf); err != nil {
-			t.Fatal(err)
-		}
-		back, err := ReadJSON(&buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reps = append(reps, back)
-	}
-	m, err := Merge(reps...)
+	m, err := Merge(roundTrip(t, a), roundTrip(t, b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,15 +91,7 @@ func TestMergeRepeatedRuns(t *testing.T) {
 		t.Fatalf("a case of one run changed: %+v", m.Entries[1])
 	}
 	// Merging the merged report with a third measured run: three samples.
-	var buf bytes.Buffer
-	if err := m.WriteJSON(&buf); err != nil {
-		t.Fatal(err)
-	}
-	back, err := ReadJSON(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m3, err := Merge(back, reps[3])
+	m3, err := Merge(roundTrip(t, m), reps[3])
 	if err != nil {
 		t.Fatal(err)
 	}
