@@ -79,6 +79,9 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 		return Result{}, err
 	}
 	defer s.Destroy()
+	if err := dev.ResetPersistingL2(); err != nil {
+		return Result{}, err
+	}
 	// Warm up: every set once (this also loads the op's kernels).
 	for _, in := range insts {
 		if err := in.Run(s); err != nil {

@@ -57,6 +57,7 @@ var (
 	cuCtxSetCurrent        = &binding{name: "cuCtxSetCurrent", args: "p"}
 	cuCtxGetCurrent        = &binding{name: "cuCtxGetCurrent", args: "p"}
 	cuCtxSynchronize       = &binding{name: "cuCtxSynchronize", args: ""}
+	cuCtxResetPersistingL2 = &binding{name: "cuCtxResetPersistingL2Cache", args: ""}
 	cuMemGetInfo           = &binding{name: "cuMemGetInfo", args: "pp"}
 	cuMemAlloc             = &binding{name: "cuMemAlloc", args: "ps"}
 	cuMemFree              = &binding{name: "cuMemFree", args: "p"}
@@ -102,7 +103,7 @@ var (
 var bindings = []*binding{
 	cuInit, cuDriverGetVersion, cuGetErrorName, cuGetErrorString, cuDeviceGetCount, cuDeviceGet,
 	cuDeviceGetName, cuDeviceGetAttribute, cuDeviceTotalMem, cuDevicePrimaryCtxRet, cuCtxSetCurrent,
-	cuCtxGetCurrent, cuCtxSynchronize, cuMemGetInfo, cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH,
+	cuCtxGetCurrent, cuCtxSynchronize, cuCtxResetPersistingL2, cuMemGetInfo, cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH,
 	cuMemcpyDtoD, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync, cuMemsetD8Async,
 	cuMemsetD32Async, cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuEventCreate,
 	cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuModuleLoadData,

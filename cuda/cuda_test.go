@@ -56,6 +56,9 @@ func TestDeviceProps(t *testing.T) {
 	if err != nil || free <= 0 || total < free {
 		t.Fatalf("meminfo %d/%d %v", free, total, err)
 	}
+	if err := d.ResetPersistingL2(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestMemoryRoundTrip(t *testing.T) {

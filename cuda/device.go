@@ -177,6 +177,17 @@ func (d *Device) Synchronize() error {
 	return newError("cuCtxSynchronize", cuCtxSynchronize.call())
 }
 
+// ResetPersistingL2 returns every L2 line that an evict-last (persisting)
+// access left behind to normal priority. Such lines outlive the kernel
+// that marked them: until they are reset or evicted, later kernels' data
+// are evicted ahead of them, as if L2 were smaller. The benchmarks call it
+// before each case, so that no case inherits the lines of the one before.
+func (d *Device) ResetPersistingL2() error {
+	d.bind()
+	defer unbind()
+	return newError("cuCtxResetPersistingL2Cache", cuCtxResetPersistingL2.call())
+}
+
 // MemInfo returns the free and total device memory in bytes.
 func (d *Device) MemInfo() (free, total int64, err error) {
 	d.bind()
