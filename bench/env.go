@@ -15,6 +15,9 @@ type Env struct {
 	NVRTC   string    `json:"nvrtc"`  // NVRTC's version, e.g. "13.0"; empty without one
 	Date    time.Time `json:"date"`
 	CopyGBs float64   `json:"copy_gbs,omitempty"` // CopyBandwidth, when measured
+	// L2Reset: every case began with L2's persisting lines reset
+	// (Measure, from the twelfth session on); runs before that have false.
+	L2Reset bool `json:"l2_reset,omitempty"`
 }
 
 // CPUOnly reports whether the results came from the host path alone.
@@ -32,7 +35,7 @@ func Describe(dev *cuda.Device) Env {
 	}
 	if dev != nil {
 		p := dev.Props()
-		e.Device, e.Arch = p.Name, p.Arch()
+		e.Device, e.Arch, e.L2Reset = p.Name, p.Arch(), true
 	}
 	return e
 }

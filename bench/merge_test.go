@@ -57,7 +57,7 @@ func TestJSONRoundTripAndMerge(t *testing.T) {
 // median of the runs that have it, the table gives each run's ratio, and
 // the samples survive a JSON round trip.
 func TestMergeRepeatedRuns(t *testing.T) {
-	env := Env{Device: "NVIDIA H200", Driver: "13.0", NVRTC: "13.0", CopyGBs: 4250}
+	env := Env{Device: "NVIDIA H200", Driver: "13.0", NVRTC: "13.0", CopyGBs: 4250, L2Reset: true}
 	run := func(ours, minUS, eager, compile, same float64, err string) *Report {
 		e := Entry{Family: "norm", Op: "rmsnorm", Case: "1x2048 bf16", Bytes: 8192, SameCopyGBs: same, Err: err,
 			Result: Result{MedianUS: ours, MinUS: minUS, GBs: 8192 / (ours * 1e3), Runs: 200, Sets: 16}}
@@ -103,10 +103,24 @@ func TestMergeRepeatedRuns(t *testing.T) {
 	if err := m3.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"vs compile, each run", "0.93–1.05× (3)", "median"} {
+	for _, want := range []string{"vs compile, each run", "0.93–1.05× (3)", "median", "are reset to normal priority"} {
 		if !strings.Contains(md.String(), want) {
 			t.Fatalf("markdown lacks %q:\n%s", want, md.String())
 		}
+	}
+	// With a run from before the L2 reset, the method says it was not reset.
+	old := run(4.4, 4.2, 9, 4.3, 0, "")
+	old.Env.L2Reset = false
+	mixed, err := Merge(roundTrip(t, m3), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md.Reset()
+	if err := mixed.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "were not reset") || strings.Contains(md.String(), "are reset to normal") {
+		t.Fatalf("mixed runs: %s", md.String())
 	}
 	// A case that failed in every run keeps the error.
 	f, err := Merge(run(0, 0, 0, 0, 0, "boom"), run(0, 0, 0, 0, 0, "bang"))
