@@ -16,7 +16,7 @@ type Env struct {
 	Date    time.Time `json:"date"`
 	CopyGBs float64   `json:"copy_gbs,omitempty"` // CopyBandwidth, when measured
 	// L2Reset: every case began with L2's persisting lines reset
-	// (Measure, from the twelfth session on); runs before that have false.
+	// (bench.Measure does from be226fe on); older runs' JSON lacks it.
 	L2Reset bool `json:"l2_reset,omitempty"`
 }
 
