@@ -103,7 +103,7 @@ func TestMergeRepeatedRuns(t *testing.T) {
 	if err := m3.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"vs compile, each run", "0.93–1.05× (3)", "median", "are reset to normal priority"} {
+	for _, want := range []string{"vs compile, each run", "0.93–1.05× (3)", "median", "lines are reset to normal priority"} {
 		if !strings.Contains(md.String(), want) {
 			t.Fatalf("markdown lacks %q:\n%s", want, md.String())
 		}
@@ -119,7 +119,7 @@ func TestMergeRepeatedRuns(t *testing.T) {
 	if err := mixed.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(md.String(), "were not reset") || strings.Contains(md.String(), "are reset to normal") {
+	if !strings.Contains(md.String(), "did not reset L2's persisting lines") || strings.Contains(md.String(), "are reset to normal") {
 		t.Fatalf("mixed runs: %s", md.String())
 	}
 	// A case that failed in every run keeps the error.

@@ -245,16 +245,13 @@ between each, the median; ` + "`triton.testing.do_bench`" + `'s L2 flush adds 0.
 PyTorch's alike; an output reused at once, still in the L2, takes up to 10% off a small one). "vs eager" and "vs compile" are PyTorch's time over ours:
 above 1 we are faster.
 The machines are shared and vary from run to run; compare numbers of one run (or one merged set of runs) only.`
-	methodL2Reset = `Before each case, L2's persisting lines are reset to normal priority
-(` + "`cuCtxResetPersistingL2Cache`" + `): our kernels read launches larger than L2 under an evict-last policy, a line keeps
-that priority after the kernel ends, and a case that followed such a launch found its inputs evicted ahead of
-those lines (on an H100 up to 7% slower: softmax 16x32768 after softmax 256x262144); PyTorch's kernels leave
-no such lines.`
-	methodNoL2Reset = `L2's persisting lines were not reset between cases in these runs: our kernels read launches
-larger than L2 under an evict-last policy, a line keeps that priority after the kernel ends, and a small case
-that followed such a launch could run up to 7% slower (H100: softmax 16x32768, rmsnorm 4096x128,
-causal_conv1d_update B32); PyTorch's kernels leave no such lines.`
-	methodRepeated = `Cases measured in several runs (` + "`kittens report`" + ` merging runs that repeat them) show the median
+	methodStaleL2 = `Our kernels read launches larger than L2 under an evict-last policy, and a line keeps that
+priority after the kernel ends: a case that follows such a launch finds its inputs evicted ahead of those
+lines (on an H100 up to 7% slower: softmax 16x32768 after softmax 256x262144, rmsnorm 4096x128,
+causal_conv1d_update B32). PyTorch's kernels leave no such lines.`
+	methodL2Reset   = ` Before each case, L2's persisting lines are reset to normal priority (` + "`cuCtxResetPersistingL2Cache`" + `).`
+	methodNoL2Reset = ` These runs did not reset L2's persisting lines between cases.`
+	methodRepeated  = `Cases measured in several runs (` + "`kittens report`" + ` merging runs that repeat them) show the median
 of the runs for every time, ours and PyTorch's alike, and the percentages and ratios are of those medians;
 "vs compile, each run" is the range of each run's own ratio, with the number of runs. Each run starts
 PyTorch in a process of its own, whose torch.compile picks its kernels' configs afresh (Inductor's
@@ -288,10 +285,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString(methodCPU)
 	} else {
 		b.WriteString(methodGPU)
+		b.WriteString("\n" + methodStaleL2)
 		if r.Env.L2Reset {
-			b.WriteString("\n" + methodL2Reset)
+			b.WriteString(methodL2Reset)
 		} else {
-			b.WriteString("\n" + methodNoL2Reset)
+			b.WriteString(methodNoL2Reset)
 		}
 	}
 	if r.repeated() {
