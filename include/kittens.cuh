@@ -97,8 +97,11 @@ template <class Elem> KI void store_pack(Elem* p, const Pack<Elem>& v) {
 // (0.5-1.8% on unary ops), softmax (2-4%), conv1d's ring (1-2%) and rope's
 // [B, H, S, D] launches (0.5-3%); rope's serving layout lost 1.6-5%. Why it
 // helps is not established (one reading: L2 then gives up the written
-// output lines first, so they go back to memory early). Callers set it
-// behind a define their picker chooses.
+// output lines first, so they go back to memory early). Its lines keep
+// their priority after the kernel ends, ahead of the next kernels' data;
+// handing each back after use (applypriority) cost 2-20% on an H200, so
+// they are left (PERFORMANCE.md, lever 7). Callers set it behind a define
+// their picker chooses.
 KI u64 l2_evict_last() {
   u64 policy;
   asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
