@@ -85,6 +85,7 @@ const (
 	latencyThreads        = 512
 	residentThreads       = 2048
 	staticSharedUsed      = 1024 // norm.cu's static shared memory (the largest Scratch: LayerNorm's)
+	narrowFillThreads     = 256  // threads an SM must get from groups of 4 lanes before one-read narrow rows take them
 	pairL2s               = 4    // one-read RMS rows of up to 4 Ki bf16 hold two accesses, unhinted, in launches of up to this many L2s
 )
 
@@ -153,6 +154,27 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		for _, pt := range []int{2, 4} {
 			if pt <= accesses/8 {
 				c.perThread = pt
+			}
+		}
+		// One-read rows (rmsnorm, L2 forward) go down to groups of 4 lanes,
+		// twice the accesses a thread, where the rows still give every SM
+		// narrowFillThreads threads: fewer shuffles and instructions a byte.
+		// From 2 accesses to 4 only where the 8-lane groups fit in one wave
+		// of resident threads. kittens bench, three rounds alternating, µs
+		// (H200 / H100): rmsnorm 16384x128 6.91-7.04 -> 6.66-6.78 /
+		// 7.58-7.78 -> 7.39-7.55, l2norm_fwd 65536x64 (1 access to 2)
+		// 9.02-9.22 -> 8.54-8.74 / 10.56-10.72 -> 10.24-10.40; 262144x64
+		// level. Beyond one wave 4 accesses gained nothing (rmsnorm
+		// 65536x128 12.93-13.09 -> 13.18-13.28 / 16.16-16.29 ->
+		// 16.10-16.13, l2norm_fwd 65536x128 12.86-13.12 -> 13.25-13.38 /
+		// level), nor where 4 lanes leave an SM too few threads
+		// (BenchmarkSweep, rmsnorm 4096x128: H200 4.93-4.99 against
+		// 4.70-4.74, H100 5.06-5.15 against 4.96-5.02).
+		if !s.fused && !s.twoPass && !s.cachesTwo {
+			for c.perThread < maxPerThread && accesses/(2*c.perThread) >= 4 &&
+				s.rows*(accesses/(2*c.perThread)) >= sms*narrowFillThreads &&
+				(c.perThread == 1 || s.rows*(accesses/c.perThread) <= sms*residentThreads) {
+				c.perThread *= 2
 			}
 		}
 		//
