@@ -156,6 +156,18 @@ func pickConfig(p cuda.Props, s rowShape) config {
 				c.perThread = pt
 			}
 		}
+		//
+		// Fused RMS rows (one reduction) do too: fused_add_rmsnorm 128x128
+		// 4.24 µs with one access a thread against 4.36 with two, 65536x128
+		// 20.58 against 20.62 (H200, two sweeps, after the norm.cu changes
+		// of the fifth session).
+		few := intmath.CeilDiv(s.rows*intmath.NextPow2(accesses), subWarpBlock) <= sms
+		if (s.fused && (!s.twoPass || s.bytesMoved() > int64(p.L2Bytes))) || (s.twoPass && few) {
+			c.perThread = 1
+			for intmath.CeilDiv(accesses, c.perThread) > 32 {
+				c.perThread *= 2
+			}
+		}
 		// One-read rows (rmsnorm, L2 forward) go down to groups of 4 lanes,
 		// twice the accesses a thread, where the rows still give every SM
 		// narrowFillThreads threads: fewer shuffles and instructions a byte.
@@ -174,18 +186,6 @@ func pickConfig(p cuda.Props, s rowShape) config {
 			for c.perThread < maxPerThread && accesses/(2*c.perThread) >= 4 &&
 				s.rows*(accesses/(2*c.perThread)) >= sms*narrowFillThreads &&
 				(c.perThread == 1 || s.rows*(accesses/c.perThread) <= sms*residentThreads) {
-				c.perThread *= 2
-			}
-		}
-		//
-		// Fused RMS rows (one reduction) do too: fused_add_rmsnorm 128x128
-		// 4.24 µs with one access a thread against 4.36 with two, 65536x128
-		// 20.58 against 20.62 (H200, two sweeps, after the norm.cu changes
-		// of the fifth session).
-		few := intmath.CeilDiv(s.rows*intmath.NextPow2(accesses), subWarpBlock) <= sms
-		if (s.fused && (!s.twoPass || s.bytesMoved() > int64(p.L2Bytes))) || (s.twoPass && few) {
-			c.perThread = 1
-			for intmath.CeilDiv(accesses, c.perThread) > 32 {
 				c.perThread *= 2
 			}
 		}
