@@ -450,6 +450,15 @@ var gridStrideCases = []caseSpec{
 	{rows: 530, n: 4097, only: tensor.BF16, stats: true},
 }
 
+// narrowRowCases have enough narrow rows that one-read rows take groups of 4
+// lanes on a 132-SM device (pickConfig): 4 accesses a thread at 128 wide, 2
+// at 64 wide, and at 120 wide 8 lanes of 2 where the last lane holds one.
+var narrowRowCases = []caseSpec{
+	{rows: 8500, n: 128, only: tensor.BF16},
+	{rows: 8500, n: 120, only: tensor.BF16},
+	{rows: 8500, n: 64, only: tensor.BF16, stats: true},
+}
+
 func with(extra ...caseSpec) []caseSpec {
 	return append(append([]caseSpec(nil), commonCases...), extra...)
 }
@@ -475,8 +484,8 @@ var (
 var ops = []*opDef{
 	{name: "rmsnorm", doc: "y = x·r·w (or ·(1+w)), r = 1/sqrt(mean(x²)+eps); optional rsigma",
 		kind: opRMS, weighted: true, eps: 1e-6, benches: normShapes,
-		cases: with(append([]caseSpec{{rows: 64, n: 2880, zeroCentered: true, stats: true},
-			{rows: 5, n: 4097, zeroCentered: true}}, gridStrideCases...)...)},
+		cases: with(append(append([]caseSpec{{rows: 64, n: 2880, zeroCentered: true, stats: true},
+			{rows: 5, n: 4097, zeroCentered: true}}, gridStrideCases...), narrowRowCases...)...)},
 	{name: "fused_add_rmsnorm", doc: "s = x + residual (rounded); residual_out = s; y = RMSNorm(s); in place as vLLM",
 		kind: opRMS, fused: true, weighted: true, eps: 1e-6, benches: normShapes,
 		cases: with(append([]caseSpec{{rows: 64, n: 2880, zeroCentered: true, inPlace: true}}, gridStrideCases...)...)},
@@ -495,7 +504,7 @@ var ops = []*opDef{
 	{name: "fused_add_rmsnorm_pad", doc: "fp32 s = x + residual; residual_out = s rounded; y = RMSNorm(s) padded",
 		kind: opRMS, fused: true, weighted: true, padTo: 128, eps: 1e-5, cases: commonCases},
 	{name: "l2norm_fwd", doc: "y = x·rstd, rstd = 1/sqrt(Σx²+eps) (Gated DeltaNet q/k); optional rstd",
-		kind: opRMS, eps: 1e-6, benches: l2Shapes, cases: commonCases},
+		kind: opRMS, eps: 1e-6, benches: l2Shapes, cases: with(narrowRowCases...)},
 	{name: "l2norm_bwd", doc: "dx = rstd·(dy − (Σ dy·y)·y)",
 		kind: opL2Backward, benches: l2Shapes, cases: commonCases},
 }
