@@ -34,8 +34,8 @@ type TorchRequest struct {
 	Op        string         `json:"op"`   // builder name in a family's snippet
 	Args      map[string]any `json:"args"` // shape, dtype and options
 	NoCompile bool           `json:"no_compile,omitempty"`
-	Sets      int            `json:"sets"` // input sets to rotate (the Result.Sets of our run)
-	Runs      int            `json:"runs"` // timed launches
+	Sets      int            `json:"sets,omitempty"` // input sets to rotate (the Result.Sets of our run); 0: one
+	Runs      int            `json:"runs,omitempty"` // timed launches; 0: the script's default, 100
 }
 
 // TorchResult is PyTorch's time for one case, in µs. CompileUS is zero when

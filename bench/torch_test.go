@@ -34,13 +34,16 @@ func TestTorch(t *testing.T) {
 		{ID: "b", Op: "softmax", Args: map[string]any{}},
 	}
 	// The script must hold the snippet before the call of main, and the
-	// requests must arrive on stdin; otherwise the fake fails.
+	// requests must arrive on stdin, leaving unset sets and runs to the
+	// script's defaults (a zero there timed nothing); otherwise the fake
+	// fails.
 	protocol := `script="$1"
 grep -q '` + testSnippet + `' "$script" || { echo "snippet missing" >&2; exit 3; }
 [ "$(tail -n 1 "$script")" = "    main()" ] || { echo "main is not last" >&2; exit 3; }
 [ "$PYTHONUNBUFFERED" = 1 ] || exit 5
 in=$(cat)
 case "$in" in *'"op":"rmsnorm"'*'"shape":[4,8]'*) ;; *) echo "bad stdin: $in" >&2; exit 4;; esac
+case "$in" in *'"runs":0'*|*'"sets":0'*) echo "zero runs or sets, not the script's defaults: $in" >&2; exit 4;; esac
 echo 'a builder printed this'
 echo '{"id": "a", "eager_us": 26.5, "compile_us": 39.25}'
 echo '{"id": "b", "error": "RuntimeError: boom"}'`
