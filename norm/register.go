@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/gokittens/kittens/check"
@@ -459,8 +460,9 @@ var narrowRowCases = []caseSpec{
 	{rows: 8500, n: 64, only: tensor.BF16, stats: true},
 }
 
-func with(extra ...caseSpec) []caseSpec {
-	return append(append([]caseSpec(nil), commonCases...), extra...)
+// with returns commonCases followed by each group of an op's own cases.
+func with(groups ...[]caseSpec) []caseSpec {
+	return slices.Concat(append([][]caseSpec{commonCases}, groups...)...)
 }
 
 // Benchmark shapes (spec §1 and the issue).
@@ -484,27 +486,27 @@ var (
 var ops = []*opDef{
 	{name: "rmsnorm", doc: "y = x·r·w (or ·(1+w)), r = 1/sqrt(mean(x²)+eps); optional rsigma",
 		kind: opRMS, weighted: true, eps: 1e-6, benches: normShapes,
-		cases: with(append(append([]caseSpec{{rows: 64, n: 2880, zeroCentered: true, stats: true},
-			{rows: 5, n: 4097, zeroCentered: true}}, gridStrideCases...), narrowRowCases...)...)},
+		cases: with([]caseSpec{{rows: 64, n: 2880, zeroCentered: true, stats: true},
+			{rows: 5, n: 4097, zeroCentered: true}}, gridStrideCases, narrowRowCases)},
 	{name: "fused_add_rmsnorm", doc: "s = x + residual (rounded); residual_out = s; y = RMSNorm(s); in place as vLLM",
 		kind: opRMS, fused: true, weighted: true, eps: 1e-6, benches: normShapes,
-		cases: with(append([]caseSpec{{rows: 64, n: 2880, zeroCentered: true, inPlace: true}}, gridStrideCases...)...)},
+		cases: with([]caseSpec{{rows: 64, n: 2880, zeroCentered: true, inPlace: true}}, gridStrideCases)},
 	{name: "layernorm", doc: "y = (x−μ)·rstd·w + b, two-pass statistics; optional mean, rstd",
 		kind: opLayer, weighted: true, bias: true, eps: 1e-5, benches: normShapes,
-		cases: with(append([]caseSpec{{rows: 33, n: 1000, mean: 1e3, stats: true}, {rows: 3, n: 65536, mean: 1e3},
+		cases: with([]caseSpec{{rows: 33, n: 1000, mean: 1e3, stats: true}, {rows: 3, n: 65536, mean: 1e3},
 			// A block of the striding grid meets three rows or more, so that
 			// each of its two statistics buffers is written again.
-			{rows: 3500, n: 520, only: tensor.F32, stats: true}}, gridStrideCases...)...)},
+			{rows: 3500, n: 520, only: tensor.F32, stats: true}}, gridStrideCases)},
 	{name: "fused_add_layernorm", doc: "s = x + residual (rounded); residual_out = s; y = LayerNorm(s)",
 		kind: opLayer, fused: true, weighted: true, bias: true, eps: 1e-5,
 		benches: []benchShape{{16384, 128}, {65536, 128}, {4096, 4096}, {16384, 8192}},
-		cases:   with(caseSpec{rows: 33, n: 1000, mean: 1e3, stats: true})},
+		cases:   with([]caseSpec{{rows: 33, n: 1000, mean: 1e3, stats: true}})},
 	{name: "rmsnorm_pad", doc: "RMSNorm with y padded with +0.0 to a multiple of 128 columns (256 for gpt-oss)",
-		kind: opRMS, weighted: true, padTo: 128, eps: 1e-5, cases: with(caseSpec{rows: 64, n: 2880, zeroCentered: true})},
+		kind: opRMS, weighted: true, padTo: 128, eps: 1e-5, cases: with([]caseSpec{{rows: 64, n: 2880, zeroCentered: true}})},
 	{name: "fused_add_rmsnorm_pad", doc: "fp32 s = x + residual; residual_out = s rounded; y = RMSNorm(s) padded",
 		kind: opRMS, fused: true, weighted: true, padTo: 128, eps: 1e-5, cases: commonCases},
 	{name: "l2norm_fwd", doc: "y = x·rstd, rstd = 1/sqrt(Σx²+eps) (Gated DeltaNet q/k); optional rstd",
-		kind: opRMS, eps: 1e-6, benches: l2Shapes, cases: with(narrowRowCases...)},
+		kind: opRMS, eps: 1e-6, benches: l2Shapes, cases: with(narrowRowCases)},
 	{name: "l2norm_bwd", doc: "dx = rstd·(dy − (Σ dy·y)·y)",
 		kind: opL2Backward, benches: l2Shapes, cases: commonCases},
 }
