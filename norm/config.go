@@ -182,12 +182,13 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// level), nor where 4 lanes leave an SM too few threads
 		// (BenchmarkSweep, rmsnorm 4096x128: H200 4.93-4.99 against
 		// 4.70-4.74, H100 5.06-5.15 against 4.96-5.02).
-		if !s.fused && !s.twoPass && !s.cachesTwo {
-			for c.perThread < maxPerThread && accesses/(2*c.perThread) >= 4 &&
-				s.rows*(accesses/(2*c.perThread)) >= sms*narrowFillThreads &&
-				(c.perThread == 1 || s.rows*(accesses/c.perThread) <= sms*residentThreads) {
-				c.perThread *= 2
+		for !s.fused && !s.twoPass && !s.cachesTwo && c.perThread < maxPerThread {
+			lanes := accesses / c.perThread // a row's lanes now; half of them after doubling
+			if lanes/2 < 4 || s.rows*(lanes/2) < sms*narrowFillThreads ||
+				(c.perThread > 1 && s.rows*lanes > sms*residentThreads) {
+				break
 			}
+			c.perThread *= 2
 		}
 		c.group = intmath.NextPow2(intmath.CeilDiv(accesses, c.perThread))
 		c.threads, c.bound = subWarpBlock, subWarpBlock
