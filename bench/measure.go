@@ -23,6 +23,11 @@ type Options struct {
 	MaxSets   int // most input sets to rotate (default 16)
 	L2Factor  int // rotate enough sets to touch this many times the L2 (default 3)
 	MemBudget int64
+	// KeepL2 leaves L2's persisting lines as earlier work left them; by
+	// default Measure resets them first, so that no case inherits the
+	// evict-last lines of the one before (BenchmarkL2Leftovers in ops
+	// measures what they cost).
+	KeepL2 bool
 }
 
 func (o *Options) defaults() {
@@ -80,8 +85,10 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 		return Result{}, err
 	}
 	defer s.Destroy()
-	if err := dev.ResetPersistingL2(); err != nil {
-		return Result{}, err
+	if !opt.KeepL2 {
+		if err := dev.ResetPersistingL2(); err != nil {
+			return Result{}, err
+		}
 	}
 	// Warm up: every set once (this also loads the op's kernels).
 	for _, in := range insts {
