@@ -96,12 +96,15 @@ template <class Elem> KI void store_pack(Elem* p, const Pack<Elem>& v) {
 // lost. On calls larger than L2, in place too, it also gained in act
 // (0.5-1.8% on unary ops), softmax (2-4%), conv1d's ring (1-2%) and rope's
 // [B, H, S, D] launches (0.5-3%); rope's serving layout lost 1.6-5%. Why it
-// helps is not established (one reading: L2 then gives up the written
-// output lines first, so they go back to memory early). Its lines keep
-// their priority after the kernel ends, ahead of the next kernels' data;
-// handing each back after use (applypriority) cost 2-20% on an H200, so
-// they are left (PERFORMANCE.md, lever 7). Callers set it behind a define
-// their picker chooses.
+// helps is not established. It is not the next launch hitting what this one
+// kept (rotating a second input set changed no gain), nor the written lines
+// leaving early (evict-first stores lost, with and without it). Its lines keep
+// their priority after the kernel ends, ahead of the next kernels' data:
+// later kernels whose data would fit in 16-40 MiB of L2 ran 3-12% slower
+// until other kernels' traffic (GEMMs; not a copy) replaced them, as after
+// torch.compile's own rmsnorm. Handing each back after use (applypriority)
+// cost 2-20% on an H200, so they are left (PERFORMANCE.md, lever 7).
+// Callers set it behind a define their picker chooses.
 KI u64 l2_evict_last() {
   u64 policy;
   asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));

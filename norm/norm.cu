@@ -50,9 +50,9 @@
 // 129.3 µs (torch.compile: 129.7), fused_add_rmsnorm 16384x8192 265.0 ->
 // 254.5. An L1 evict-last hint alone changed nothing (134.2), an L2
 // evict-first hint (with L1 evict-last) lost (140.1), and the hint on the
-// weights too gained nothing more (129.3). Why is not established; one
-// reading is that L2 then gives up the written output lines first, so that
-// they go back to memory early. The picker sets it (see pickConfig).
+// weights too gained nothing more (129.3). Why is not established (see
+// l2_evict_last in kittens.cuh: neither reuse by the next launch nor early
+// write-back). The picker sets it (see pickConfig).
 //
 // With ONEPASS (the picker sets it for 16-bit LayerNorm in norm_rows),
 // each warp (or group) reduces its sum and sum of squares in one pass,
