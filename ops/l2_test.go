@@ -17,7 +17,7 @@ import (
 // lever 7). The probe is rmsnorm 4096x128 rotating 8 to 24 input sets
 // (16-48 MiB read and written); it is timed after a reset of L2's
 // persisting lines ("clean"), and after one launch of each family's largest
-// hinted case with no reset in between; "then copy" adds a 1 GiB copy
+// hinted case with no reset in between; "then copy" adds a 512 MiB copy
 // (normal-priority traffic) between that launch and the probe. Set
 // KITTENS_L2_LEFTOVERS=1 to run it; lines start with LEFT. l2_torch.py
 // measures the same for torch.compile's kernels and cuBLAS GEMMs.

@@ -64,24 +64,30 @@ def rms(x, w):
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()).to(x.dtype)
 crms = torch.compile(rms)
-crms(H, Wn); torch.nn.functional.rms_norm(H, (8192,), Wn, 1e-6)
-def state_fn(state):
-    if state == "compiled rmsnorm":
-        crms(H, Wn)
-    elif state == "eager rmsnorm":
-        torch.nn.functional.rms_norm(H, (8192,), Wn, 1e-6)
-    else:
-        sweep(state.split("+")[0] if state.split("+")[0] != "plain" else "")
+def eager_rms():
+    torch.nn.functional.rms_norm(H, (8192,), Wn, 1e-6)
+def sweep_then_reset():
+    sweep("evict_last")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter(); reset(); res.setdefault("reset_host_us", []).append((time.perf_counter() - t0) * 1e6)
+# Each state is what runs between a reset and the probes.
+STATES = {
+    "clean": lambda: None,
+    "evict_last": lambda: sweep("evict_last"),
+    "evict_first": lambda: sweep("evict_first"),
+    "plain": lambda: sweep(""),
+    "evict_last+reset": sweep_then_reset,
+    "compiled rmsnorm": lambda: crms(H, Wn),
+    "eager rmsnorm": eager_rms,
+}
+crms(H, Wn); eager_rms()
 probes()  # warm up cuBLAS and the reductions
 
 for rnd in range(3):
-    for state in ["clean", "evict_last", "evict_first", "plain", "evict_last+reset", "compiled rmsnorm", "eager rmsnorm"]:
+    for state, leave in STATES.items():
         reset()
-        if state != "clean":
-            state_fn(state)
-            torch.cuda.synchronize()
-        if state.endswith("+reset"):
-            t0 = time.perf_counter(); reset(); res.setdefault("reset_host_us", []).append((time.perf_counter() - t0) * 1e6)
+        leave()
+        torch.cuda.synchronize()
         p = probes()
         # do the leftovers survive all that traffic? probe the 40 MiB read once more after the GEMMs
         p["sum 40 MiB after gemms"] = timed(lambda: bufs[40].sum())
