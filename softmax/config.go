@@ -232,6 +232,18 @@ const (
 // keeps bulkWideElems elements): 16×262144 f32 18.8 (16 blocks a row; 20.3
 // before), 16×262144 bf16 14.3 (16.2 before).
 //
+// A cluster that walks two or more of the few rows, with a ring deep enough
+// that the next row streams in while one is written, lost at every size
+// (sixteenth session, two rounds, µs, the picker first): 64×151936 bf16
+// 19.0–19.3 against 31.1–31.3 (4 blocks, 2 rows each), 26.2 (8 blocks, 4
+// rows, ring of 2 chunks) and 36.0–36.2 (16 blocks, 8 rows); 16×262144 f32
+// 18.6–18.8 against 26.1–26.8 (16 blocks, 2 rows); 16×262144 bf16
+// 13.3–13.4 against 16.2–16.5. Likely causes, not measured: 32 clusters of
+// 4 or 8 of 16 with rings of a whole row are more than fit at once at one
+// block an SM (29 of 4, 7 of 16), so the last wait for a second wave; and
+// where a smaller ring lets two blocks share an SM, they crowd onto fewer
+// SMs.
+//
 // Tried and lost in a later round (µs, the picker first): rings
 // deeper against the chunk, one block an SM holding half the chunk (3.5
 // chunks in the ring instead of 1.75): 256×131072 f32 82.0 against 94.5
