@@ -235,14 +235,14 @@ const (
 // A cluster that walks two or more of the few rows, with a ring deep enough
 // that the next row streams in while one is written, lost at every size
 // (sixteenth session, two rounds, µs, the picker first): 64×151936 bf16
-// 19.0–19.3 against 31.1–31.3 (4 blocks, 2 rows each), 26.2 (8 blocks, 4
-// rows, ring of 2 chunks) and 36.0–36.2 (16 blocks, 8 rows); 16×262144 f32
-// 18.6–18.8 against 26.1–26.8 (16 blocks, 2 rows); 16×262144 bf16
-// 13.3–13.4 against 16.2–16.5. Likely causes, not measured: 32 clusters of
-// 4 or 8 of 16 with rings of a whole row are more than fit at once at one
-// block an SM (29 of 4, 7 of 16), so the last wait for a second wave; and
-// where a smaller ring lets two blocks share an SM, they crowd onto fewer
-// SMs.
+// 19.0–19.3 against 31.1–31.3 (4 blocks, 2 rows each), 26.2 and 38.1 (8
+// blocks, 4 rows, a ring of 2 or 4 chunks) and 36.0–36.2 (16 blocks, 8
+// rows); 16×262144 f32 18.6–18.8 against 26.1–26.8 (16 blocks, 2 rows);
+// 16×262144 bf16 13.3–13.4 against 16.2–16.5. Likely causes, not measured:
+// where a block's ring takes more than half an SM's shared memory, 32
+// clusters of 4 and 8 of 16 are more than fit at once (29 and 7), so the
+// last wait for a second wave; where it takes less, two blocks may share
+// an SM and leave others idle.
 //
 // Tried and lost in a later round (µs, the picker first): rings
 // deeper against the chunk, one block an SM holding half the chunk (3.5
