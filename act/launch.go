@@ -1,8 +1,6 @@
 package act
 
 import (
-	"github.com/gokittens/kittens/internal/intmath"
-
 	_ "embed"
 	"fmt"
 	"math"
@@ -10,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/tensor"
 )

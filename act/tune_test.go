@@ -1,8 +1,6 @@
 package act
 
 import (
-	"github.com/gokittens/kittens/internal/intmath"
-
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +11,7 @@ import (
 	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"

@@ -1,11 +1,10 @@
 package norm
 
 import (
-	"github.com/gokittens/kittens/internal/intmath"
-
 	"testing"
 
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/intmath"
 )
 
 // Simulated devices: an H100-like part and a small one whose 48 KiB of

@@ -1,8 +1,6 @@
 package norm
 
 import (
-	"github.com/gokittens/kittens/internal/intmath"
-
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -13,6 +11,7 @@ import (
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/tensor"
 )

@@ -1,8 +1,6 @@
 package norm
 
 import (
-	"github.com/gokittens/kittens/internal/intmath"
-
 	_ "embed"
 	"fmt"
 	"math"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )

@@ -3,9 +3,8 @@ package softmax
 import (
 	"math"
 
-	"github.com/gokittens/kittens/internal/intmath"
-
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/tensor"
 )
 

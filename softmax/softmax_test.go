@@ -1,8 +1,6 @@
 package softmax
 
 import (
-	"github.com/gokittens/kittens/internal/intmath"
-
 	"bytes"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )

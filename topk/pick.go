@@ -1,11 +1,10 @@
 package topk
 
 import (
-	"github.com/gokittens/kittens/internal/intmath"
-
 	"math/bits"
 
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/tensor"
 )
 

@@ -10,13 +10,12 @@
 package topk
 
 import (
-	"github.com/gokittens/kittens/internal/intmath"
-
 	_ "embed"
 	"fmt"
 	"sync"
 
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/tensor"
 )
