@@ -135,6 +135,15 @@ extern "C" __global__ void bigshared(float* out) {
   __syncthreads();
   if (threadIdx.x == 0) out[0] = s[n - 1];
 }
+// staticplus has 4 KiB of static shared memory beside its dynamic part.
+extern "C" __global__ void staticplus(float* out, int n) {
+  __shared__ float st[1024];
+  extern __shared__ float s[];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = (float)i;
+  for (int i = threadIdx.x; i < 1024; i += blockDim.x) st[i] = 1.f;
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] = s[n - 1] + st[1023];
+}
 `
 
 func loadTestModule(t testing.TB, d *Device) *Module {
@@ -228,6 +237,50 @@ func TestDynamicSharedAbove48K(t *testing.T) {
 	got := make([]byte, 4)
 	d.CopyDtoH(got, out)
 	if v := math.Float32frombits(binary.LittleEndian.Uint32(got)); v != 100*1024/4-1 {
+		t.Fatalf("got %v", v)
+	}
+}
+
+// TestReserveShared launches a kernel whose static plus dynamic shared memory
+// exceeds 48 KiB while the dynamic part alone does not: the launch fails
+// until ReserveShared raises the limit, and sizes that need no opt-in pass
+// untouched.
+func TestReserveShared(t *testing.T) {
+	d := testDevice(t)
+	m := loadTestModule(t, d)
+	defer m.Unload()
+	fn, err := m.Function("staticplus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := d.Alloc(4)
+	defer d.Free(out)
+	launch := func(dynamic int) error {
+		cfg := LaunchConfig{Grid: D1(1), Block: D1(256), Shared: dynamic}
+		return fn.Launch(cfg, NewArgs().Ptr(out).I32(int32(dynamic/4)))
+	}
+	small := 16 << 10
+	if err := fn.ReserveShared(small); err != nil {
+		t.Fatal(err)
+	}
+	if err := launch(small); err != nil {
+		t.Fatal(err)
+	}
+	dynamic := d.Props().SharedPerBlock - 2<<10 // under 48 KiB, over it with the static 4 KiB
+	if err := launch(dynamic); err == nil {
+		t.Fatal("launch of static + dynamic over 48 KiB succeeded without opting in")
+	}
+	for range 2 {
+		if err := fn.ReserveShared(dynamic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := launch(dynamic); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	d.CopyDtoH(got, out)
+	if v := math.Float32frombits(binary.LittleEndian.Uint32(got)); v != float32(dynamic/4-1)+1 {
 		t.Fatalf("got %v", v)
 	}
 }

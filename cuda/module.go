@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -38,6 +39,11 @@ type Function struct {
 	dev  *Device
 	h    uintptr
 	Name string
+
+	// reserved is the most dynamic shared memory a launch may ask for
+	// without raising the limit again (see ReserveShared); 0: not yet known.
+	reserved   atomic.Int64
+	reservedMu sync.Mutex
 }
 
 // Function looks up a kernel by its (extern "C") name.
@@ -90,6 +96,37 @@ func (f *Function) SetAttribute(a FuncAttr, v int) error {
 // f may ask for; above 48 KiB this is required.
 func (f *Function) SetMaxDynamicShared(bytes int) error {
 	return f.SetAttribute(FuncMaxDynamicShared, bytes)
+}
+
+// ReserveShared makes launches of f with dynamic bytes of dynamic shared
+// memory valid. A block gets 48 KiB (Props.SharedPerBlock) without opting in,
+// and that covers the kernel's static shared memory too: where static plus
+// dynamic exceeds it, ReserveShared raises f's limit to dynamic (which must
+// then fit Props.SharedPerBlockOptin with the static part). It remembers the
+// largest size reserved, so that calls after the first cost an atomic load
+// where nothing changes. Safe for concurrent use.
+func (f *Function) ReserveShared(dynamic int) error {
+	if int64(dynamic) <= f.reserved.Load() {
+		return nil
+	}
+	f.reservedMu.Lock()
+	defer f.reservedMu.Unlock()
+	if int64(dynamic) <= f.reserved.Load() {
+		return nil
+	}
+	static, err := f.Attribute(FuncSharedSizeBytes)
+	if err != nil {
+		return err
+	}
+	free := f.dev.Props().SharedPerBlock - static // what needs no opt-in
+	if dynamic > free {
+		if err := f.SetMaxDynamicShared(dynamic); err != nil {
+			return err
+		}
+		free = dynamic
+	}
+	f.reserved.Store(int64(max(free, dynamic)))
+	return nil
 }
 
 // MaxActiveBlocksPerSM returns how many blocks of the given size and dynamic
