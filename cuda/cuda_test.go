@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // testDevice opens device 0 or skips; KITTENS_REQUIRE_GPU=1 turns the skip
@@ -38,6 +41,79 @@ func TestNoDriverError(t *testing.T) {
 	}
 	if _, err := Default(); err == nil {
 		t.Fatal("Default succeeded without a driver")
+	}
+}
+
+// TestAddressesForCAreOnTheHeap checks that ptr and hostPtr move what they
+// point at to the heap. A goroutine's stack is copied elsewhere when it
+// grows, and an address already turned into a uintptr is not updated: a C
+// function handed the address of a stack variable would write into the old
+// stack (newError lost error names that way). A heap object never moves.
+func TestAddressesForCAreOnTheHeap(t *testing.T) {
+	var out uintptr
+	var buf [16]byte
+	p, b := ptr(&out), hostPtr(buf[:])
+	growStack(1 << 10)
+	if p != uintptr(unsafe.Pointer(&out)) || b != uintptr(unsafe.Pointer(&buf[0])) {
+		t.Fatal("an address handed to C moved with the goroutine's stack")
+	}
+}
+
+// growStack uses n frames of 2 KiB or more, which makes the goroutine's
+// stack grow and move.
+//
+//go:noinline
+func growStack(n int) int {
+	var pad [256]int
+	pad[n%len(pad)] = n
+	if n == 0 {
+		return pad[0]
+	}
+	return growStack(n-1) + pad[n%len(pad)]
+}
+
+// TestWheelNVRTC lays out a CUDA 13 and a CUDA 12 NVRTC wheel, with their
+// alt and builtins libraries, in a folder whose name holds "alt", and checks
+// that the search finds both NVRTC libraries and nothing else.
+func TestWheelNVRTC(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "walter", "site-packages")
+	for _, f := range []string{
+		"nvidia/cu13/lib/libnvrtc.so.13",
+		"nvidia/cu13/lib/libnvrtc.alt.so.13",
+		"nvidia/cu13/lib/libnvrtc-builtins.so.13.0",
+		"nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
+		"nvidia/cuda_nvrtc/lib/libnvrtc.alt.so.12",
+		"nvidia/cuda_nvrtc/lib/libnvrtc-builtins.so.12.8",
+		"nvidia/cuda_nvrtc/lib/libnvrtc-builtins.alt.so.12.8",
+	} {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := wheelNVRTC([]string{root})
+	want := []string{
+		filepath.Join(root, "nvidia/cu13/lib/libnvrtc.so.13"),
+		filepath.Join(root, "nvidia/cuda_nvrtc/lib/libnvrtc.so.12"),
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("found %q, want %q", got, want)
+	}
+}
+
+// TestArch checks the NVRTC target of each compute capability: the
+// architecture-specific one from Hopper on.
+func TestArch(t *testing.T) {
+	for _, c := range []struct {
+		major, minor int
+		want         string
+	}{{7, 5, "sm_75"}, {8, 0, "sm_80"}, {8, 9, "sm_89"}, {9, 0, "sm_90a"}, {10, 0, "sm_100a"}, {12, 0, "sm_120a"}} {
+		if got := (Props{Major: c.major, Minor: c.minor}).Arch(); got != c.want {
+			t.Errorf("compute capability %d.%d: %s, want %s", c.major, c.minor, got, c.want)
+		}
 	}
 }
 

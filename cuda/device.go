@@ -35,8 +35,12 @@ type Props struct {
 	MemClockKHz         int   //
 }
 
-// Arch is the NVRTC architecture name for the device: sm_90a on Hopper (the
-// "a" target unlocks wgmma and setmaxnreg), sm_XY elsewhere.
+// Arch is the NVRTC architecture name for the device. From compute
+// capability 9.0 (Hopper) on it is the architecture-specific target, sm_XYa
+// (sm_90a, sm_100a, sm_120a), which unlocks the instructions of that
+// architecture alone, such as wgmma and setmaxnreg on Hopper; code built for
+// it runs on that architecture only, which suits a kernel compiled for the
+// device at hand. Older devices get sm_XY.
 func (p Props) Arch() string {
 	if p.Major >= 9 {
 		return fmt.Sprintf("sm_%d%da", p.Major, p.Minor)
@@ -62,7 +66,7 @@ func DeviceCount() (int, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	n := newOut[int32]()
+	n := new(int32)
 	if err := newError("cuDeviceGetCount", cuDeviceGetCount.call(ptr(n))); err != nil {
 		return 0, err
 	}
@@ -87,11 +91,11 @@ func Open(ordinal int) (*Device, error) {
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("cuda: device %d does not exist (%d found)", ordinal, n)
 	}
-	h := newOut[int32]()
+	h := new(int32)
 	if err := newError("cuDeviceGet", cuDeviceGet.call(ptr(h), uintptr(ordinal))); err != nil {
 		return nil, err
 	}
-	ctx := newOut[uintptr]()
+	ctx := new(uintptr)
 	if err := newError("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRet.call(ptr(ctx), uintptr(*h))); err != nil {
 		return nil, err
 	}
@@ -125,19 +129,19 @@ const (
 )
 
 func (d *Device) attr(a int) (int, error) {
-	v := newOut[int32]()
+	v := new(int32)
 	err := newError("cuDeviceGetAttribute", cuDeviceGetAttribute.call(ptr(v), uintptr(a), uintptr(d.handle)))
 	return int(*v), err
 }
 
 func (d *Device) readProps() error {
-	name := newOut[[256]byte]()
+	name := new([256]byte)
 	if err := newError("cuDeviceGetName", cuDeviceGetName.call(ptr(&name[0]), 256, uintptr(d.handle))); err != nil {
 		return err
 	}
 	d.props.Name = cString(uintptr(unsafe.Pointer(&name[0])))
 	runtime.KeepAlive(name)
-	mem := newOut[uint64]()
+	mem := new(uint64)
 	if err := newError("cuDeviceTotalMem", cuDeviceTotalMem.call(ptr(mem), uintptr(d.handle))); err != nil {
 		return err
 	}
@@ -196,7 +200,7 @@ func (d *Device) ResetPersistingL2() error {
 func (d *Device) MemInfo() (free, total int64, err error) {
 	d.bind()
 	defer unbind()
-	f, t := newOut[uint64](), newOut[uint64]()
+	f, t := new(uint64), new(uint64)
 	err = newError("cuMemGetInfo", cuMemGetInfo.call(ptr(f), ptr(t)))
 	return int64(*f), int64(*t), err
 }
@@ -206,18 +210,33 @@ func DriverVersion() (int, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	v := newOut[int32]()
+	v := new(int32)
 	err := newError("cuDriverGetVersion", cuDriverGetVersion.call(ptr(v)))
 	return int(*v), err
 }
 
-// ptr passes the address of a Go value to C.
-func ptr[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
+// ptr passes the address of a Go value to C. The value is allocated on the
+// heap (see heapAddr), so any variable may be passed, as long as it stays
+// alive until the C function returns.
+func ptr[T any](p *T) uintptr { return heapAddr(uintptr(unsafe.Pointer(p))) }
 
-// newOut returns a heap-allocated out-parameter. A C function must never be
-// handed the address of a stack variable: the goroutine's stack may move
-// while the call is being set up. Returning the pointer from a function the
-// compiler may not inline forces it onto the heap, which never moves.
+// heapAddr returns p. It exists for its directive: the compiler allocates on
+// the heap every object whose address is converted to uintptr in the
+// argument list of a call to it. ptr and hostPtr go through it, and every Go
+// address this package hands to C comes from one of them (resolveDriver's
+// calls of purego.SyscallN excepted: that function carries the same
+// directive).
 //
-//go:noinline
-func newOut[T any]() *T { return new(T) }
+// A C function must never be handed the address of a stack variable: the
+// goroutine's stack is copied elsewhere when it grows, which can happen
+// between taking the address and entering C, and a uintptr is not updated,
+// so C would read or write the old stack. The escape reaches the callers of exported functions
+// too: a caller's buffer passed to CopyDtoH is allocated on the heap by the
+// caller's compiled code. Go's collector never moves heap objects, so nothing
+// needs pinning (runtime.Pinner, whose argument escapes as well, would only
+// add allocations); an object must merely stay alive until C is done with
+// it, which each call site ensures by using it afterwards or with
+// runtime.KeepAlive.
+//
+//go:uintptrescapes
+func heapAddr(p uintptr) uintptr { return p }

@@ -32,12 +32,12 @@ func newError(call string, r int32) error {
 		return nil
 	}
 	e := &Error{Call: call, Code: int(r), Name: "CUDA_ERROR_UNKNOWN", Message: "unknown error"}
-	var p uintptr
-	if cuGetErrorName.fn != 0 && cuGetErrorName.call(uintptr(r), ptr(&p)) == 0 {
-		e.Name = cString(p)
+	p := new(uintptr)
+	if cuGetErrorName.fn != 0 && cuGetErrorName.call(uintptr(r), ptr(p)) == 0 {
+		e.Name = cString(*p)
 	}
-	if cuGetErrorString.fn != 0 && cuGetErrorString.call(uintptr(r), ptr(&p)) == 0 {
-		e.Message = cString(p)
+	if cuGetErrorString.fn != 0 && cuGetErrorString.call(uintptr(r), ptr(p)) == 0 {
+		e.Message = cString(*p)
 	}
 	return e
 }

@@ -118,13 +118,13 @@ func nvrtcCandidates() []string {
 		}
 	}
 	out = append(out, nvrtcSonames...) // the dynamic loader's own search path
-	out = append(out, wheelNVRTC()...)
+	out = append(out, wheelNVRTC(sitePackages())...)
 	return out
 }
 
-// wheelNVRTC lists NVRTC libraries inside pip's nvidia wheels (site-packages/
-// nvidia/cuda_nvrtc/lib for CUDA 12, nvidia/cu13/lib for CUDA 13).
-func wheelNVRTC() []string {
+// sitePackages lists the package folders of the Python installs found in the
+// usual places, the virtual environment in $VIRTUAL_ENV included.
+func sitePackages() []string {
 	var roots []string
 	home, _ := os.UserHomeDir()
 	for _, pat := range []string{
@@ -141,16 +141,22 @@ func wheelNVRTC() []string {
 		m, _ := filepath.Glob(filepath.Join(v, "lib/python3*/site-packages"))
 		roots = append(roots, m...)
 	}
+	return roots
+}
+
+// wheelNVRTC lists the NVRTC libraries inside pip's nvidia wheels under the
+// given package folders (nvidia/cuda_nvrtc/lib for CUDA 12, nvidia/cu13/lib
+// for CUDA 13), newest name first. The pattern matches the file name only,
+// so a folder's name cannot exclude a library, and it leaves out the
+// wheels' other NVRTC files (libnvrtc-builtins.so.*, libnvrtc.alt.so.*),
+// which are not the library to open.
+func wheelNVRTC(roots []string) []string {
 	var out []string
 	for _, r := range roots {
 		for _, sub := range []string{"nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"} {
 			m, _ := filepath.Glob(filepath.Join(r, sub, "libnvrtc.so*"))
 			sort.Sort(sort.Reverse(sort.StringSlice(m)))
-			for _, p := range m {
-				if !strings.Contains(p, "builtins") && !strings.Contains(p, "alt") {
-					out = append(out, p)
-				}
-			}
+			out = append(out, m...)
 		}
 	}
 	return out

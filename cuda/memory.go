@@ -12,7 +12,7 @@ func (d *Device) Alloc(n int) (DevicePtr, error) {
 	}
 	d.bind()
 	defer unbind()
-	p := newOut[uint64]()
+	p := new(uint64)
 	if err := newError("cuMemAlloc", cuMemAlloc.call(ptr(p), uintptr(n))); err != nil {
 		return 0, err
 	}
@@ -26,12 +26,14 @@ func (d *Device) Free(p DevicePtr) error {
 	return newError("cuMemFree", cuMemFree.call(uintptr(p)))
 }
 
-// hostPtr is the address of a byte slice's first element, 0 when empty.
+// hostPtr is the address of a byte slice's first element, 0 when empty, to
+// hand to C. Like ptr, it makes the compiler allocate the slice's backing
+// array on the heap (see heapAddr).
 func hostPtr(b []byte) uintptr {
 	if len(b) == 0 {
 		return 0
 	}
-	return uintptr(unsafe.Pointer(&b[0]))
+	return heapAddr(uintptr(unsafe.Pointer(&b[0])))
 }
 
 // CopyHtoD copies len(src) bytes from host memory to dst and waits for it.
@@ -76,14 +78,18 @@ func (d *Device) CopyDtoD(dst, src DevicePtr, n int) error {
 func (s *Stream) CopyHtoD(dst DevicePtr, src []byte) error {
 	s.dev.bind()
 	defer unbind()
-	return newError("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync.call(uintptr(dst), hostPtr(src), uintptr(len(src)), s.h))
+	err := newError("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync.call(uintptr(dst), hostPtr(src), uintptr(len(src)), s.h))
+	runtime.KeepAlive(src)
+	return err
 }
 
 // CopyDtoH queues a copy of device memory into dst on the stream.
 func (s *Stream) CopyDtoH(dst []byte, src DevicePtr) error {
 	s.dev.bind()
 	defer unbind()
-	return newError("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync.call(hostPtr(dst), uintptr(src), uintptr(len(dst)), s.h))
+	err := newError("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync.call(hostPtr(dst), uintptr(src), uintptr(len(dst)), s.h))
+	runtime.KeepAlive(dst)
+	return err
 }
 
 // CopyDtoD queues a device-to-device copy of n bytes.

@@ -18,7 +18,7 @@ type Module struct {
 func (d *Device) LoadModule(image []byte) (*Module, error) {
 	d.bind()
 	defer unbind()
-	h := newOut[uintptr]()
+	h := new(uintptr)
 	err := newError("cuModuleLoadData", cuModuleLoadData.call(ptr(h), hostPtr(image)))
 	runtime.KeepAlive(image)
 	if err != nil {
@@ -51,7 +51,7 @@ func (m *Module) Function(name string) (*Function, error) {
 	m.dev.bind()
 	defer unbind()
 	cname := append([]byte(name), 0)
-	h := newOut[uintptr]()
+	h := new(uintptr)
 	err := newError("cuModuleGetFunction", cuModuleGetFunction.call(ptr(h), m.h, hostPtr(cname)))
 	runtime.KeepAlive(cname)
 	if err != nil {
@@ -80,7 +80,7 @@ const (
 func (f *Function) Attribute(a FuncAttr) (int, error) {
 	f.dev.bind()
 	defer unbind()
-	v := newOut[int32]()
+	v := new(int32)
 	err := newError("cuFuncGetAttribute", cuFuncGetAttribute.call(ptr(v), uintptr(a), f.h))
 	return int(*v), err
 }
@@ -134,7 +134,7 @@ func (f *Function) ReserveShared(dynamic int) error {
 func (f *Function) MaxActiveBlocksPerSM(blockSize, dynShared int) (int, error) {
 	f.dev.bind()
 	defer unbind()
-	v := newOut[int32]()
+	v := new(int32)
 	err := newError("cuOccupancyMaxActiveBlocksPerMultiprocessor",
 		cuOccupancyMaxBlocks.call(ptr(v), f.h, uintptr(blockSize), uintptr(dynShared)))
 	return int(*v), err
@@ -257,7 +257,7 @@ func (f *Function) Launch(cfg LaunchConfig, a *Args) error {
 	f.dev.bind()
 	defer unbind()
 	defer argsPool.Put(a)
-	params := uintptr(unsafe.Pointer(&a.ptrs[0]))
+	params := ptr(&a.ptrs[0])
 	if cfg.Cluster == (Dim3{}) {
 		return newError("cuLaunchKernel", cuLaunchKernel.call(f.h,
 			uintptr(cfg.Grid.X), uintptr(cfg.Grid.Y), uintptr(cfg.Grid.Z),
@@ -267,7 +267,7 @@ func (f *Function) Launch(cfg LaunchConfig, a *Args) error {
 	ex := exPool.Get().(*exState)
 	defer exPool.Put(ex)
 	ex.set(cfg, stream)
-	return newError("cuLaunchKernelEx", cuLaunchKernelEx.call(uintptr(unsafe.Pointer(&ex.cfg)), f.h, params, 0))
+	return newError("cuLaunchKernelEx", cuLaunchKernelEx.call(ptr(&ex.cfg), f.h, params, 0))
 }
 
 // set fills ex with cfg, its cluster as the one attribute (none when the
@@ -279,7 +279,7 @@ func (ex *exState) set(cfg LaunchConfig, stream uintptr) {
 		gridX: cfg.Grid.X, gridY: cfg.Grid.Y, gridZ: cfg.Grid.Z,
 		blockX: cfg.Block.X, blockY: cfg.Block.Y, blockZ: cfg.Block.Z,
 		shared: uint32(cfg.Shared), stream: stream,
-		attrs: uintptr(unsafe.Pointer(&ex.attr)), numAttrs: 1,
+		attrs: ptr(&ex.attr), numAttrs: 1,
 	}
 	if cfg.Cluster == (Dim3{}) {
 		ex.cfg.attrs, ex.cfg.numAttrs = 0, 0
@@ -299,8 +299,8 @@ func (f *Function) MaxActiveClusters(cfg LaunchConfig) (int, error) {
 	ex := exPool.Get().(*exState)
 	defer exPool.Put(ex)
 	ex.set(cfg, 0)
-	v := newOut[int32]()
+	v := new(int32)
 	err := newError("cuOccupancyMaxActiveClusters",
-		cuOccupancyMaxClusters.call(ptr(v), f.h, uintptr(unsafe.Pointer(&ex.cfg))))
+		cuOccupancyMaxClusters.call(ptr(v), f.h, ptr(&ex.cfg)))
 	return int(*v), err
 }

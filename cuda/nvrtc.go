@@ -10,7 +10,7 @@ func NVRTCVersion() (major, minor int, err error) {
 	if err := initNVRTC(); err != nil {
 		return 0, 0, err
 	}
-	ma, mi := newOut[int32](), newOut[int32]()
+	ma, mi := new(int32), new(int32)
 	if r := nvrtcVersion.call(ptr(ma), ptr(mi)); r != 0 {
 		return 0, 0, newNVRTCError("nvrtcVersion", r, "")
 	}
@@ -50,7 +50,7 @@ func CompileCUBIN(name, source string, headers []Header, opts []string) ([]byte,
 	defer runtime.KeepAlive(hdrName)
 	defer runtime.KeepAlive(optPtrs)
 
-	prog := newOut[uintptr]()
+	prog := new(uintptr)
 	if r := nvrtcCreateProgram.call(ptr(prog), hostPtr(keep[0]), hostPtr(keep[1]),
 		uintptr(len(headers)), ptr(&hdrSrc[0]), ptr(&hdrName[0])); r != 0 {
 		return nil, newNVRTCError("nvrtcCreateProgram", r, "")
@@ -61,7 +61,7 @@ func CompileCUBIN(name, source string, headers []Header, opts []string) ([]byte,
 	if rc != 0 {
 		return nil, newNVRTCError("nvrtcCompileProgram "+name, rc, log)
 	}
-	size := newOut[uint64]()
+	size := new(uint64)
 	if r := nvrtcGetCUBINSize.call(*prog, ptr(size)); r != 0 {
 		return nil, newNVRTCError("nvrtcGetCUBINSize", r, log)
 	}
@@ -73,7 +73,7 @@ func CompileCUBIN(name, source string, headers []Header, opts []string) ([]byte,
 }
 
 func programLog(prog uintptr) string {
-	n := newOut[uint64]()
+	n := new(uint64)
 	if nvrtcGetProgramLogSize.call(prog, ptr(n)) != 0 || *n <= 1 {
 		return ""
 	}

@@ -10,7 +10,7 @@ type Stream struct {
 func (d *Device) NewStream() (*Stream, error) {
 	d.bind()
 	defer unbind()
-	h := newOut[uintptr]()
+	h := new(uintptr)
 	if err := newError("cuStreamCreate", cuStreamCreate.call(ptr(h), 0)); err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ type Event struct {
 func (d *Device) NewEvent() (*Event, error) {
 	d.bind()
 	defer unbind()
-	h := newOut[uintptr]()
+	h := new(uintptr)
 	if err := newError("cuEventCreate", cuEventCreate.call(ptr(h), 0)); err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (e *Event) Synchronize() error {
 func Elapsed(start, end *Event) (float32, error) {
 	start.dev.bind()
 	defer unbind()
-	ms := newOut[float32]()
+	ms := new(float32)
 	err := newError("cuEventElapsedTime", cuEventElapsedTime.call(ptr(ms), start.h, end.h))
 	return *ms, err
 }

@@ -58,7 +58,7 @@ func EncodeTiled(m TiledMap) (*TensorMap, error) {
 	if err := Init(); err != nil {
 		return nil, err
 	}
-	tm := newOut[TensorMap]() // 128-byte heap objects are 128-byte aligned
+	tm := new(TensorMap) // 128-byte heap objects are 128-byte aligned
 	dims := append([]uint64(nil), m.Dims...)
 	strides := append(append([]uint64(nil), m.Strides...), 0)
 	box := append([]uint32(nil), m.Box...)

@@ -90,32 +90,59 @@ type memoKey struct {
 	k   string
 }
 
-var (
-	memoMu sync.Mutex
-	memo   = map[memoKey]*entry{}
-)
+// buildMemo holds the kernels built in this process, one entry per device
+// and kernel.
+type buildMemo struct {
+	mu sync.Mutex
+	m  map[memoKey]*entry
+}
 
-// entry is one kernel being or having been built for one device; concurrent
-// callers wait on the same build.
+// entry is one build of one kernel for one device. Callers that find it
+// wait for done and share its result.
 type entry struct {
-	once sync.Once
+	done chan struct{}
 	fn   *cuda.Function
 	err  error
 }
 
+var memo buildMemo
+
+// get returns the function memoized under key, calling build to make it
+// when there is none. Concurrent callers of one key share one build. A
+// failed build is not memoized: the callers that waited for it get its
+// error, and the next get builds again, so that a transient failure (out of
+// memory, say) does not disable a kernel for the life of the process.
+func (b *buildMemo) get(key memoKey, build func() (*cuda.Function, error)) (*cuda.Function, error) {
+	b.mu.Lock()
+	e, found := b.m[key]
+	if !found {
+		e = &entry{done: make(chan struct{})}
+		if b.m == nil {
+			b.m = map[memoKey]*entry{}
+		}
+		b.m[key] = e
+	}
+	b.mu.Unlock()
+	if found {
+		<-e.done
+		return e.fn, e.err
+	}
+	defer close(e.done)
+	e.fn, e.err = build()
+	if e.err != nil {
+		b.mu.Lock()
+		delete(b.m, key)
+		b.mu.Unlock()
+	}
+	return e.fn, e.err
+}
+
 // Get returns kernel k built for dev, compiling it if neither the process
-// nor the disk cache has it.
+// nor the disk cache has it. Concurrent calls for one kernel and device
+// share one build; after a failed build the next call tries again.
 func Get(dev *cuda.Device, k Kernel) (*cuda.Function, error) {
 	mk := memoKey{dev, k.File + "\x00" + k.Entry + "\x00" + k.Source + "\x00" + strings.Join(k.Defines, "\x00")}
-	memoMu.Lock()
-	e := memo[mk]
-	if e == nil {
-		e = &entry{}
-		memo[mk] = e
-	}
-	memoMu.Unlock()
-	e.once.Do(func() { e.fn, e.err = build(dev, k) })
-	return e.fn, e.err
+	return memo.get(mk, func() (*cuda.Function, error) { return build(dev, k) })
 }
 
 func build(dev *cuda.Device, k Kernel) (*cuda.Function, error) {
@@ -129,6 +156,7 @@ func build(dev *cuda.Device, k Kernel) (*cuda.Function, error) {
 	}
 	fn, err := mod.Function(k.Entry)
 	if err != nil {
+		mod.Unload() // the lookup's error is the one to report
 		return nil, fmt.Errorf("jit: %s: %w", k, err)
 	}
 	return fn, nil

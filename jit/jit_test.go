@@ -2,10 +2,15 @@ package jit
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/include"
@@ -67,6 +72,48 @@ func TestDefinesSorted(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %v", got)
 	}
+}
+
+// TestMemoRetriesFailedBuild: callers that arrive during a build wait for
+// it and share its result, a failed build is not memoized, and a
+// successful one is.
+func TestMemoRetriesFailedBuild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var m buildMemo
+		key := memoKey{k: "kernel"}
+		release := make(chan struct{})
+		builds := 0 // only one build runs at a time, or the race detector objects
+		failing := func() (*cuda.Function, error) {
+			builds++
+			<-release
+			return nil, errors.New("transient failure")
+		}
+		errs := make([]error, 4)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() { _, errs[i] = m.get(key, failing) })
+			synctest.Wait() // the first caller is building, the others wait for it
+		}
+		close(release)
+		wg.Wait()
+		if builds != 1 {
+			t.Fatalf("%d builds for 4 concurrent callers, want 1", builds)
+		}
+		for i, err := range errs {
+			if err == nil || err.Error() != "transient failure" {
+				t.Errorf("caller %d: error %v, want the build's", i, err)
+			}
+		}
+		want := &cuda.Function{Name: "kernel"}
+		fn, err := m.get(key, func() (*cuda.Function, error) { builds++; return want, nil })
+		if fn != want || err != nil || builds != 2 {
+			t.Fatalf("after a failed build: %v, %v, %d builds; want a new build", fn, err, builds)
+		}
+		fn, err = m.get(key, func() (*cuda.Function, error) { builds++; return nil, errors.New("rebuilt") })
+		if fn != want || err != nil || builds != 2 {
+			t.Fatalf("after a good build: %v, %v, %d builds; want the memoized function", fn, err, builds)
+		}
+	})
 }
 
 func gpu(t *testing.T) *cuda.Device {
@@ -199,5 +246,87 @@ func TestResources(t *testing.T) {
 	}
 	if _, _, err := Resources([]byte("not an ELF file at all, but long enough to be read as one......")); err == nil {
 		t.Error("Resources accepted a non-CUBIN")
+	}
+}
+
+// testCUBIN returns a minimal CUBIN-like ELF: a 64-byte header; a name
+// table and a .nv.info.k section that records 40 registers and a 16-byte
+// frame (and one record of another format); then three section headers
+// (null, name table, .nv.info.k) at offset 114.
+func testCUBIN() []byte {
+	le := binary.LittleEndian
+	b := make([]byte, 64)
+	copy(b, "\x7fELF")
+	names := "\x00.shstrtab\x00.nv.info.k\x00" // names at offsets 1 and 11
+	b = append(b, names...)
+	info := []byte{4, 0x2f, 8, 0, 0, 0, 0, 0, 40, 0, 0, 0, 3, 0x12, 0x34, 0x12, 4, 0x11, 8, 0, 0, 0, 0, 0, 16, 0, 0, 0}
+	b = append(b, info...)
+	le.PutUint64(b[0x28:], uint64(len(b)))
+	le.PutUint16(b[0x3c:], 3)
+	le.PutUint16(b[0x3e:], 1)
+	for _, s := range []struct {
+		name      uint32
+		off, size int
+	}{{0, 0, 0}, {1, 64, len(names)}, {11, 64 + len(names), len(info)}} {
+		h := make([]byte, 64)
+		le.PutUint32(h, s.name)
+		le.PutUint64(h[24:], uint64(s.off))
+		le.PutUint64(h[32:], uint64(s.size))
+		b = append(b, h...)
+	}
+	return b
+}
+
+// TestResourcesMalformed reads a synthetic CUBIN, then damaged copies of
+// it, each of which must give an error, not a panic.
+func TestResourcesMalformed(t *testing.T) {
+	if regs, frame, err := Resources(testCUBIN()); err != nil || regs != 40 || frame != 16 {
+		t.Fatalf("synthetic CUBIN: %d registers, %d-byte frame, %v; want 40, 16", regs, frame, err)
+	}
+	le := binary.LittleEndian
+	const shoff, sec1, sec2 = 114, 114 + 64, 114 + 128 // section headers
+	// The 192-byte ELF: a header and two section headers, the second the
+	// name table, which claims to lie at offset 1 MiB.
+	short := make([]byte, 192)
+	copy(short, "\x7fELF")
+	le.PutUint64(short[0x28:], 64)
+	le.PutUint16(short[0x3c:], 2)
+	le.PutUint16(short[0x3e:], 1)
+	le.PutUint64(short[128+24:], 1<<20)
+	le.PutUint64(short[128+32:], 16)
+	cases := map[string][]byte{"name table at 1 MiB": short}
+	for name, damage := range map[string]func(b []byte){
+		"headers past the end":        func(b []byte) { le.PutUint64(b[0x28:], uint64(len(b)-1)) },
+		"headers offset overflows":    func(b []byte) { le.PutUint64(b[0x28:], 1<<64-64) },
+		"too many headers":            func(b []byte) { le.PutUint16(b[0x3c:], 4) },
+		"name table index":            func(b []byte) { le.PutUint16(b[0x3e:], 3) },
+		"name table past the end":     func(b []byte) { le.PutUint64(b[sec1+24:], 1<<20) },
+		"name table size overflows":   func(b []byte) { le.PutUint64(b[sec1+32:], 1<<64-1) },
+		"name past the name table":    func(b []byte) { le.PutUint32(b[sec2:], 1000) },
+		"name offset at the end":      func(b []byte) { le.PutUint32(b[sec2:], 22) },
+		"info past the end":           func(b []byte) { le.PutUint64(b[sec2+32:], 1<<20) },
+		"info offset overflows":       func(b []byte) { le.PutUint64(b[sec2+24:], 1<<64-1); le.PutUint64(b[sec2+32:], 2) },
+		"info size overflows":         func(b []byte) { le.PutUint64(b[sec2+32:], 1<<64-8) },
+		"section headers cut short":   func(b []byte) { le.PutUint64(b[0x28:], shoff+1) },
+		"name table index overflows":  func(b []byte) { le.PutUint16(b[0x3e:], 0xffff) },
+		"header count and offset max": func(b []byte) { le.PutUint64(b[0x28:], 1<<64-1); le.PutUint16(b[0x3c:], 0xffff) },
+	} {
+		b := testCUBIN()
+		damage(b)
+		cases[name] = b
+	}
+	cases["truncated"] = testCUBIN()[:200]
+	cases["header only"] = testCUBIN()[:64]
+	for name, b := range cases {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: panic: %v", name, r)
+				}
+			}()
+			if _, _, err := Resources(b); err == nil || !strings.HasPrefix(err.Error(), "jit: ") {
+				t.Errorf("%s: error %v", name, err)
+			}
+		}()
 	}
 }

@@ -3,6 +3,7 @@ package jit
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -11,37 +12,51 @@ import (
 // EIATTR_REGCOUNT and EIATTR_FRAME_SIZE records of its .nv.info sections.
 // A CUBIN is an ELF file whose version field debug/elf rejects, so the few
 // fields needed are read by hand. With several kernels the largest values
-// are returned; -1 where no record was found.
+// are returned; -1 where no record was found. Malformed input is an error,
+// never a panic.
 func Resources(cubin []byte) (regs, frame int, err error) {
 	le := binary.LittleEndian
 	if len(cubin) < 64 || string(cubin[:4]) != "\x7fELF" {
-		return 0, 0, fmt.Errorf("jit: not a CUBIN")
+		return 0, 0, errors.New("jit: not a CUBIN")
 	}
+	size := uint64(len(cubin))
 	shoff, shnum, strndx := le.Uint64(cubin[0x28:]), int(le.Uint16(cubin[0x3c:])), int(le.Uint16(cubin[0x3e:]))
-	if shoff+uint64(shnum)*64 > uint64(len(cubin)) || strndx >= shnum {
-		return 0, 0, fmt.Errorf("jit: truncated CUBIN")
+	if shoff > size || uint64(shnum)*64 > size-shoff { // shnum*64 < 2²², no overflow
+		return 0, 0, fmt.Errorf("jit: CUBIN section headers (%d at offset %d) run past the end of its %d bytes", shnum, shoff, size)
 	}
-	section := func(i int) (name string, data []byte, err error) {
-		h := cubin[shoff+uint64(i)*64:][:64]
-		str := cubin[le.Uint64(cubin[shoff+uint64(strndx)*64+24:]):]
-		off, size := le.Uint64(h[24:]), le.Uint64(h[32:])
-		if off+size > uint64(len(cubin)) {
-			return "", nil, fmt.Errorf("jit: truncated CUBIN section")
+	if strndx >= shnum {
+		return 0, 0, fmt.Errorf("jit: CUBIN names section %d of %d as its name table", strndx, shnum)
+	}
+	header := func(i int) []byte { return cubin[shoff+uint64(i)*64:][:64] }
+	// contents is the data of section i, the header h.
+	contents := func(i int, h []byte) ([]byte, error) {
+		off, n := le.Uint64(h[24:]), le.Uint64(h[32:])
+		if off > size || n > size-off {
+			return nil, fmt.Errorf("jit: CUBIN section %d (%d bytes at offset %d) runs past the end of its %d bytes", i, n, off, size)
 		}
-		str = str[le.Uint32(h):]
-		if end := bytes.IndexByte(str, 0); end >= 0 {
-			str = str[:end]
-		}
-		return string(str), cubin[off:][:size], nil
+		return cubin[off:][:n], nil
+	}
+	names, err := contents(strndx, header(strndx))
+	if err != nil {
+		return 0, 0, err
 	}
 	regs, frame = -1, -1
 	for i := range shnum {
-		name, info, err := section(i)
+		h := header(i)
+		nameOff := uint64(le.Uint32(h))
+		if nameOff >= uint64(len(names)) {
+			return 0, 0, fmt.Errorf("jit: CUBIN section %d: name at offset %d of a %d-byte name table", i, nameOff, len(names))
+		}
+		name := names[nameOff:]
+		if end := bytes.IndexByte(name, 0); end >= 0 {
+			name = name[:end]
+		}
+		if string(name) != ".nv.info" && !bytes.HasPrefix(name, []byte(".nv.info.")) {
+			continue
+		}
+		info, err := contents(i, h)
 		if err != nil {
 			return 0, 0, err
-		}
-		if name != ".nv.info" && !bytes.HasPrefix([]byte(name), []byte(".nv.info.")) {
-			continue
 		}
 		for len(info) >= 4 {
 			format, attr, n := info[0], info[1], int(le.Uint16(info[2:]))

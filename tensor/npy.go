@@ -416,8 +416,10 @@ func SaveNPY(path string, t *Tensor) error {
 	return err
 }
 
-// LoadNPY reads a .npy file (see ReadNPY). A file too short for the shape
-// its header declares is an error before any data is allocated.
+// LoadNPY reads a .npy file (see ReadNPY). A regular file too short for the
+// shape its header declares is an error before any data is allocated; a
+// named pipe or a device (/dev/stdin) is read as a stream, as ReadNPY reads
+// one.
 func LoadNPY(path string) (*Tensor, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -428,7 +430,11 @@ func LoadNPY(path string) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := readNPY(bufio.NewReader(f), st.Size())
+	avail := int64(-1) // a pipe or device: its size says nothing
+	if st.Mode().IsRegular() {
+		avail = st.Size()
+	}
+	t, err := readNPY(bufio.NewReader(f), avail)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

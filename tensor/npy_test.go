@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -248,6 +249,26 @@ func TestReadNPYErrors(t *testing.T) {
 	}
 }
 
+// TestReadNPYEmptyHugeShape reads an empty array whose contiguous strides
+// overflow int: it has no elements, so it is valid.
+func TestReadNPYEmptyHugeShape(t *testing.T) {
+	in := npyFile(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1099511627776, 1099511627776), }\n", nil)
+	x, err := ReadNPY(bytes.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(x.Shape(), []int{0, 1 << 40, 1 << 40}) || x.Numel() != 0 || x.SpanBytes() != 0 {
+		t.Fatalf("got %v%v strides %v", x.DType(), x.Shape(), x.Strides())
+	}
+	var buf bytes.Buffer
+	if err := WriteNPY(&buf, x); err != nil {
+		t.Fatal(err)
+	}
+	if y, err := ReadNPY(&buf); err != nil || !slices.Equal(y.Shape(), x.Shape()) {
+		t.Fatalf("round trip: %v, %v", y, err)
+	}
+}
+
 func TestReadNPYSequential(t *testing.T) {
 	a, b := New(I32, 3), New(BF16, 2, 2)
 	a.SetInt64s([]int64{1, 2, 3})
@@ -298,6 +319,41 @@ func TestSaveLoadNPY(t *testing.T) {
 		t.Error("SaveNPY of nil: no error")
 	} else if _, serr := os.Stat(filepath.Join(dir, "nil.npy")); !errors.Is(serr, os.ErrNotExist) {
 		t.Errorf("failed SaveNPY left a file: %v", serr)
+	}
+}
+
+// TestLoadNPYFromPipe loads from a named pipe, whose size (0) says nothing
+// about how much it holds.
+func TestLoadNPYFromPipe(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pipe.npy")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skip(err)
+	}
+	x := New(I32, 2, 3)
+	x.SetInt64s([]int64{1, -2, 3, -4, 5, -6})
+	written := make(chan error, 1)
+	go func() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0) // waits for the reader
+		if err != nil {
+			written <- err
+			return
+		}
+		err = WriteNPY(f, x)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		written <- err
+	}()
+	y, err := LoadNPY(path)
+	werr := <-written
+	if err != nil {
+		t.Fatal(err)
+	}
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if !slices.Equal(y.Shape(), x.Shape()) || !slices.Equal(y.Int64s(), x.Int64s()) {
+		t.Fatalf("LoadNPY from a pipe: %v %v", y.Shape(), y.Int64s())
 	}
 }
 

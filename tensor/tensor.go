@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 
@@ -33,13 +34,19 @@ type Tensor struct {
 
 // ContiguousStrides returns row-major strides for shape. A dimension of
 // size 0 counts as 1, as in PyTorch, so the strides are valid (positive)
-// for empty shapes too.
+// for empty shapes too. A stride that would overflow int is math.MaxInt
+// instead: valid for an empty shape, which addresses no element, and too
+// large for any other shape, which NewStrided reports (and New panics on).
 func ContiguousStrides(shape []int) []int {
 	s := make([]int, len(shape))
 	acc := 1
 	for i := len(shape) - 1; i >= 0; i-- {
 		s[i] = acc
-		acc *= max(shape[i], 1)
+		if d := max(shape[i], 1); acc > math.MaxInt/d {
+			acc = math.MaxInt
+		} else {
+			acc *= d
+		}
 	}
 	return s
 }
@@ -102,11 +109,12 @@ func checkLayout(dt DType, shape, strides []int) (int, error) {
 	return span * dt.Size(), nil
 }
 
-// New returns a zeroed contiguous host tensor.
+// New returns a zeroed contiguous host tensor. It panics on an invalid
+// dtype, a negative dimension or a shape whose bytes overflow int.
 func New(dt DType, shape ...int) *Tensor {
 	t, err := NewStrided(dt, shape, ContiguousStrides(shape))
 	if err != nil {
-		panic(err) // contiguous strides are always valid for a non-negative shape
+		panic(err)
 	}
 	return t
 }
@@ -467,7 +475,9 @@ func (t *Tensor) Int64s() []int64 {
 
 // SetInt64s stores v (row-major, Numel long) into a host tensor: exactly
 // where the dtype holds the value; integer dtypes saturate to their range;
-// float dtypes round the value like SetFloat64s.
+// float dtypes round the integer once, to nearest with ties to even, as
+// SetFloat64s rounds a float64 (no double rounding through float64 for
+// values beyond 2⁵³).
 func (t *Tensor) SetInt64s(v []int64) {
 	t.mustHost("SetInt64s")
 	if len(v) != t.Numel() {
@@ -483,9 +493,36 @@ func (t *Tensor) SetInt64s(v []int64) {
 		case I8, U8:
 			b[off] = byte(clampInt(t.dtype, v[i]))
 		default:
-			t.set(off, float64(v[i]))
+			t.set(off, roundOddFloat64(v[i]))
 		}
 	})
+}
+
+// roundOddFloat64 converts v to float64, rounding to odd where v needs more
+// than float64's 53 significant bits: the bits past the 53rd are dropped,
+// and the 53rd is set if any of them was 1. Rounding the result once more,
+// to nearest, into a format of at most 51 significant bits (every float
+// dtype) gives what rounding v directly would: float64(v) rounds to
+// nearest, and a second rounding of that can differ (2⁶⁰+2⁵²+1 would become
+// 2⁶⁰+2⁵², a tie that bf16 rounds down to 2⁶⁰, though v is above it).
+func roundOddFloat64(v int64) float64 {
+	u := uint64(v)
+	if v < 0 {
+		u = -u // math.MinInt64 gives 2⁶³, as wanted
+	}
+	shift := bits.Len64(u) - 53
+	if shift <= 0 {
+		return float64(v) // exact
+	}
+	m := u >> shift
+	if u&(1<<shift-1) != 0 {
+		m |= 1
+	}
+	f := math.Ldexp(float64(m), shift) // both steps exact: m < 2⁵³
+	if v < 0 {
+		f = -f
+	}
+	return f
 }
 
 // FillNormal fills a host tensor with mean + std·N(0,1) samples, rounded to

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -42,6 +43,9 @@ func TestContiguousStrides(t *testing.T) {
 		{[]int{4, 0}, []int{1, 1}},
 		{[]int{0, 3}, []int{3, 1}},
 		{[]int{2, 0, 5}, []int{5, 5, 1}},
+		// An empty shape whose strides overflow int: saturated, still valid.
+		{[]int{0, 1 << 40, 1 << 40}, []int{math.MaxInt, 1 << 40, 1}},
+		{[]int{1 << 40, 1 << 40, 0, 1 << 40}, []int{math.MaxInt, 1 << 40, 1 << 40, 1}},
 	}
 	for _, tt := range tests {
 		got := ContiguousStrides(tt.shape)
@@ -121,6 +125,10 @@ func TestNewIsContiguousAndZeroed(t *testing.T) {
 		}
 	}
 	mustPanic(t, "negative dimension", func() { New(F32, -1) })
+	if e := New(F32, 0, 1<<40, 1<<40); e.Numel() != 0 || e.SpanBytes() != 0 || !e.Contiguous() {
+		t.Errorf("New(f32, 0, 1<<40, 1<<40): Numel %d, SpanBytes %d", e.Numel(), e.SpanBytes())
+	}
+	mustPanic(t, "too large", func() { New(F32, 2, 1<<40, 1<<40) })
 	if e, err := Empty(nil, F32, 2, 2); err != nil || e.IsDevice() || e.Numel() != 4 {
 		t.Errorf("Empty(nil) = %v, %v; want a host tensor", e, err)
 	}
@@ -185,6 +193,9 @@ func TestInt64s(t *testing.T) {
 		{U8, []int64{0, 255, -5, 300}, []int64{0, 255, 0, 255}},
 		{F32, []int64{1 << 24, 1<<24 + 1, -3, 0}, []int64{1 << 24, 1 << 24, -3, 0}},
 		{BF16, []int64{256, 257, 259, -1}, []int64{256, 256, 260, -1}},
+		// Beyond 2⁵³, rounded once from the integer, not again from float64.
+		{BF16, []int64{1<<60 + 1<<52 + 1, -(1<<60 + 1<<52 + 1), 1<<60 + 1<<52, math.MinInt64}, []int64{1<<60 + 1<<53, -(1<<60 + 1<<53), 1 << 60, math.MinInt64}},
+		{F32, []int64{1<<60 + 1<<36 + 1, -(1<<60 + 1<<36 + 1), 1<<60 + 1<<36, math.MaxInt64}, []int64{1<<60 + 1<<37, -(1<<60 + 1<<37), 1 << 60, math.MaxInt64}},
 	}
 	for _, tt := range tests {
 		x, _ := NewStrided(tt.dt, []int{2, 2}, []int{3, 1})
@@ -199,6 +210,23 @@ func TestInt64s(t *testing.T) {
 		t.Errorf("Int64s of floats = %v, want %v", got, want)
 	}
 	mustPanic(t, "SetInt64s of 1 values into 4", func() { f.SetInt64s([]int64{1}) })
+	// Integers of every magnitude round once, to nearest even, as math/big
+	// rounds them (f32 and bf16 hold every int64 without overflow).
+	rng := SeededRNG(1)
+	for _, c := range []struct {
+		dt   DType
+		prec uint
+	}{{F32, 24}, {BF16, 8}} {
+		x := New(c.dt, 1)
+		for range 10000 {
+			v := int64(rng.Uint64() >> rng.IntN(64))
+			want, _ := new(big.Float).SetPrec(c.prec).SetInt64(v).Float64()
+			x.SetInt64s([]int64{v})
+			if got := x.Float64s()[0]; got != want {
+				t.Fatalf("%v: SetInt64s(%d) stores %v, want %v", c.dt, v, got, want)
+			}
+		}
+	}
 }
 
 func TestPoison(t *testing.T) {
