@@ -120,6 +120,9 @@ func Unary(s *cuda.Stream, y, x *tensor.Tensor, kind Kind) error {
 func SiLU(s *cuda.Stream, y, x *tensor.Tensor) error { return unary("act.SiLU", s, y, x, KindSiLU) }
 
 // GELU computes the exact GELU y = ½·x·(1 + erf(x/√2)) elementwise; see Unary.
+// Every finite x gives a finite y; x = +inf gives NaN (torch gives +inf),
+// which spares every element the check (see act.cu), and −inf gives NaN as in
+// torch. GELUAndMul's gate behaves the same.
 func GELU(s *cuda.Stream, y, x *tensor.Tensor) error { return unary("act.GELU", s, y, x, KindGELU) }
 
 // GELUTanh computes the tanh approximation of GELU,

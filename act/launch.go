@@ -16,8 +16,12 @@ import (
 //go:embed act.cu
 var actSrc string
 
-// maxCols is the longest row the kernels index with int: a column plus a
-// vector width must not overflow.
+// maxCols is the longest input row the kernels index with int: a column
+// plus a vector width must not overflow. A gated op's input row is 2d wide,
+// and act.cu forms input columns in int: 2i for output i when interleaved,
+// and i·s + offset in the scalar tail (s = 2, or s = 1 with the offset d for
+// halves). That tail runs only in rows that end in a partial vector, which
+// pickVec never gives halves, but the bound does not lean on it.
 const maxCols = math.MaxInt32 - 64
 
 // blockSize is the threads per block of a grid that takes more than one
@@ -203,6 +207,23 @@ type config struct {
 // items is the number of work items at vector width vec.
 func (p problem) items(vec int) int { return p.rows * ((p.cols + vec - 1) / vec) }
 
+// inCols is the length of an input row: cols, or 2·cols (2d) for gated ops.
+func (p problem) inCols() int {
+	if p.gated {
+		return 2 * p.cols
+	}
+	return p.cols
+}
+
+// checkSize rejects a problem too large for the kernels' indexing at vector
+// width vec: input rows longer than maxCols, or more than MaxInt32 items.
+func (p problem) checkSize(op string, vec int) error {
+	v := tensor.Validate(op)
+	v.Check(p.inCols() <= maxCols, "x", "has rows of %d elements, more than the kernel's %d", p.inCols(), maxCols)
+	v.Check(p.items(vec) <= math.MaxInt32, "x", "has %d rows of %d elements: too many for one launch", p.rows, p.inCols())
+	return v.Err()
+}
+
 // bytes is what p moves through memory: each input read once, each output
 // written once.
 func (p problem) bytes() int64 {
@@ -340,8 +361,8 @@ func blocksPerSM(fn *cuda.Function, block int) int {
 // run launches p on dev with the picked configuration.
 func run(op string, s *cuda.Stream, dev *cuda.Device, p problem) error {
 	c := baseConfig(dev.Props(), p)
-	if p.items(c.vec) > math.MaxInt32 || p.cols > maxCols {
-		return &tensor.ArgError{Op: op, Arg: "x", Msg: fmt.Sprintf("has %d rows of %d: too many for one launch", p.rows, p.cols)}
+	if err := p.checkSize(op, c.vec); err != nil {
+		return err
 	}
 	fn, err := kernels.Get(dev, p.spec(c))
 	if err != nil {

@@ -1,6 +1,7 @@
 package act
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -87,6 +88,36 @@ func TestPickLaunch(t *testing.T) {
 		block, grid := pickLaunch(c.props, c.items, c.unroll, c.waves, c.occ)
 		if block != c.block || grid != c.grid {
 			t.Errorf("%s: pickLaunch = %d, %d; want %d, %d", c.name, block, grid, c.block, c.grid)
+		}
+	}
+}
+
+// TestCheckSize checks the launch limits on problems too large to allocate:
+// the input row (2d for gated ops, in either layout) must fit maxCols, and
+// the items MaxInt32.
+func TestCheckSize(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    problem
+		vec  int
+		ok   bool
+	}{
+		{"unary row of maxCols", problem{rows: 1, cols: maxCols}, 8, true},
+		{"unary row past maxCols", problem{rows: 1, cols: maxCols + 1}, 8, false},
+		{"interleaved d = 2^30: input columns past int32", problem{gated: true, layout: Interleaved, rows: 1, cols: 1 << 30}, 8, false},
+		{"interleaved 2d = maxCols", problem{gated: true, layout: Interleaved, rows: 1, cols: maxCols / 2}, 8, true},
+		{"interleaved 2d past maxCols", problem{gated: true, layout: Interleaved, rows: 1, cols: maxCols/2 + 1}, 8, false},
+		{"halves d = 2^30", problem{gated: true, rows: 1, cols: 1 << 30}, 8, false},
+		{"2^31 items", problem{rows: 1 << 19, cols: 1 << 12}, 1, false},
+		{"2^28 items", problem{rows: 1 << 19, cols: 1 << 12}, 8, true},
+	} {
+		err := c.p.checkSize("act.Test", c.vec)
+		var ae *tensor.ArgError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case !c.ok && (!errors.As(err, &ae) || ae.Arg != "x"):
+			t.Errorf("%s: err = %v, want an ArgError naming x", c.name, err)
 		}
 	}
 }

@@ -24,6 +24,9 @@ func activation(kind Kind, x, alpha float64) float64 {
 	case KindSiLU:
 		return x * sigmoid(alpha*x)
 	case KindGELU:
+		if math.IsInf(x, 1) {
+			return math.NaN() // as the kernel does; see GELU
+		}
 		// ½·x·(1 + erf(x/√2)) = ½·x·erfc(−x/√2); erfc keeps the negative tail.
 		return 0.5 * x * math.Erfc(-x/math.Sqrt2)
 	case KindGELUTanh:

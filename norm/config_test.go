@@ -187,6 +187,42 @@ func TestPickConfigInvariants(t *testing.T) {
 	}
 }
 
+// TestPickConfigStaticShared sweeps, one element apart, the row lengths
+// whose looped row cache comes within norm.cu's static Scratch (at most
+// staticSharedUsed) of the 48 KiB a block gets without opting in: bf16 rows
+// of about 24,000 to 24,576 elements, f32 rows and 4-byte-an-element caches
+// of about 12,000 to 12,288, L2 backward's two-row caches down to 6,000.
+// Every config must keep its static and dynamic shared memory within what
+// the device allows a block. On the H100-like device some need the opt-in
+// only because of the static part; that the launch opts in for them
+// (cuda.Function.ReserveShared counts the static part) takes a GPU to check.
+func TestPickConfigStaticShared(t *testing.T) {
+	for _, props := range []cuda.Props{propsH100, propsSmall} {
+		optIn := 0 // configs that need the opt-in only because of the static part
+		for _, size := range []int{2, 4} {
+			for _, fp32 := range []bool{false, true} {
+				for _, two := range []bool{false, true} {
+					for _, vector := range []bool{false, true} {
+						for n := 6000; n <= 24700; n++ {
+							s := rowShape{rows: 1000, n: n, elemSize: size, heldFP32: fp32, cachesTwo: two, twoPass: fp32,
+								fused: two, vector: vector}
+							c := pickConfig(props, s)
+							checkConfig(t, props, s, c)
+							if c.shared <= props.SharedPerBlock && c.shared+staticSharedUsed > props.SharedPerBlock {
+								optIn++
+							}
+						}
+					}
+				}
+			}
+		}
+		if props.SharedPerBlockOptin > props.SharedPerBlock && optIn == 0 {
+			t.Errorf("no row length swept needs the opt-in (%d of %d bytes) for the static part alone",
+				props.SharedPerBlock, props.SharedPerBlockOptin)
+		}
+	}
+}
+
 func checkConfig(t *testing.T, p cuda.Props, s rowShape, c config) {
 	t.Helper()
 	fail := func(why string) { t.Fatalf("%+v on %d SMs/%d B: %+v: %s", s, p.SMs, p.SharedPerBlockOptin, c, why) }

@@ -162,10 +162,8 @@ func (j *job) launchWith(s *cuda.Stream, c config) error {
 	if err != nil {
 		return err
 	}
-	if c.shared > props.SharedPerBlock {
-		if err := fn.SetMaxDynamicShared(c.shared); err != nil {
-			return fmt.Errorf("norm: %w", err)
-		}
+	if err := fn.ReserveShared(c.shared); err != nil {
+		return fmt.Errorf("norm: reserving %d bytes of dynamic shared memory: %w", c.shared, err)
 	}
 	if perSM := residentBlocks(fn, c.threads, c.shared); perSM > 0 && !c.waves {
 		c.grid = min(c.grid, props.SMs*perSM)

@@ -450,12 +450,15 @@ KI RowStats row_stats(float s1, float s2, float shift, Scratch& sc, int parity, 
     // pass over the row and its wait for the unit's mean (on an H200, bf16
     // layernorm 4096x4096 23.1 -> 22.1 µs, 4096x8192 40.0 -> 38.5, in one
     // run). fp32 outputs, good to 1e-5, keep two passes. A constant unit
-    // stays exact: t1 = t2 = 0.
+    // stays exact: t1 = t2 = 0. M2 is clamped at 0 by a comparison, not
+    // fmaxf, which would turn the NaN of a row holding a NaN or an inf into
+    // 0 (and rstd into 1/sqrt(eps)) where the two-pass statistics give NaN.
     const float t1 = unit_sum(s1), t2 = unit_sum(s2);
     const float d = c > 0.f ? t1 / c : 0.f;
     sum = fmaf(c, shift, t1);
     mean = shift + d;
-    m2 = fmaxf(fmaf(-t1, d, t2), 0.f);
+    m2 = fmaf(-t1, d, t2);
+    m2 = m2 < 0.f ? 0.f : m2;
   } else {
     sum = unit_sum(s1);
     mean = c > 0.f ? sum / c : 0.f;

@@ -23,6 +23,7 @@ import (
 	"math"
 
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -113,6 +114,13 @@ func (j *job) run(s *cuda.Stream) error {
 
 var activationDTypes = []tensor.DType{tensor.BF16, tensor.F16, tensor.F32}
 
+// maxCols bounds N and the padded output width. norm.cu indexes a row with
+// int and steps past its end before a loop ends: a column index of the last
+// pass plus one more pass of the block, up to 16 bytes an access times 512
+// threads (the picker's largest block), which is 4096 elements of 16 bits,
+// must not overflow.
+const maxCols = math.MaxInt32 - 4096
+
 // role is how an argument takes part in a call, for validation.
 type role uint8
 
@@ -121,13 +129,16 @@ const (
 	roleOutput
 )
 
-// arg is one tensor argument with its name and role; partner names the
-// input an output may be exactly the same tensor as (in place).
+// arg is one tensor argument with its name and role; partner is the name
+// of the input argument an output may be exactly the same tensor as (in
+// place). The exception is for that argument only: another argument that
+// happens to be the same tensor as the partner (residual passed as x too,
+// or the other output) must not overlap the output.
 type arg struct {
 	name    string
 	t       *tensor.Tensor
 	role    role
-	partner *tensor.Tensor
+	partner string
 }
 
 // validate checks a job's arguments and options. opName is "norm.RMSNorm"
@@ -139,8 +150,17 @@ func (j *job) validate(opName string, names jobNames, o Options) error {
 		return v.Err()
 	}
 	m, n := j.x.Dim(0), j.x.Dim(1)
-	v.Check(m <= math.MaxInt32 && n <= math.MaxInt32, names.x, "has shape %v; rows and columns must fit in int32", j.x.Shape())
+	v.Check(m <= math.MaxInt32 && n <= maxCols, names.x, "has shape %v; the kernel takes at most %d rows of at most %d columns",
+		j.x.Shape(), math.MaxInt32, maxCols)
 	v.Check(m == 0 || n > 0, names.x, "has empty rows (shape %v)", j.x.Shape())
+	padOK := o.PadTo >= 0 && o.PadTo <= maxCols
+	v.Check(padOK, "Options.PadTo", "is %d; it must be in [0, %d]", o.PadTo, maxCols)
+	j.nOut = n
+	if o.PadTo > 0 && padOK && n <= maxCols {
+		j.nOut = intmath.RoundUp(n, o.PadTo)
+	}
+	v.Check(j.nOut <= maxCols, "Options.PadTo", "is %d: rows of %d padded to %d columns, more than the kernel's %d",
+		o.PadTo, n, j.nOut, maxCols)
 	if j.x2 != nil || names.x2Required {
 		v.Tensor(names.x2, j.x2).Rank(2).DTypeOf(j.x).ShapeOf(j.x)
 	}
@@ -150,11 +170,6 @@ func (j *job) validate(opName string, names jobNames, o Options) error {
 	if names.hasBias {
 		v.Optional("b", j.b).Rank(1).DTypeOf(j.x).Shape(n)
 	}
-	j.nOut = n
-	if o.PadTo > 0 && n > 0 {
-		j.nOut = (n + o.PadTo - 1) / o.PadTo * o.PadTo
-	}
-	v.Check(j.nOut <= math.MaxInt32, "Options.PadTo", "pads rows to %d columns, more than int32", j.nOut)
 	v.Tensor(names.y, j.y).Rank(2).DTypeOf(j.x).Shape(m, j.nOut)
 	if j.add != addNone {
 		v.Tensor("residualOut", j.residualOut).Rank(2).DTypeOf(j.x).Shape(m, n)
@@ -169,7 +184,6 @@ func (j *job) validate(opName string, names jobNames, o Options) error {
 		v.Tensor("rstd", j.rstdIn)
 	}
 	v.Check(!math.IsNaN(o.Eps) && !math.IsInf(o.Eps, 0) && o.Eps >= 0, "Options.Eps", "is %v; it must be finite and ≥ 0", o.Eps)
-	v.Check(o.PadTo >= 0, "Options.PadTo", "is %d; it must be ≥ 0", o.PadTo)
 	v.Check(!o.ZeroCentered || names.rms, "Options.ZeroCentered", "applies to RMSNorm only")
 	v.Check(o.PadTo == 0 || names.rms, "Options.PadTo", "applies to RMSNorm only")
 	v.Check(o.Mean == nil || j.op == opLayer, "Options.Mean", "applies to LayerNorm only")
@@ -179,15 +193,15 @@ func (j *job) validate(opName string, names jobNames, o Options) error {
 	}
 
 	args := []arg{
-		{names.y, j.y, roleOutput, j.x},
-		{"residualOut", j.residualOut, roleOutput, j.x2},
-		{"Options.RStd", j.rstd, roleOutput, nil},
-		{"Options.Mean", j.mean, roleOutput, nil},
-		{names.x, j.x, roleInput, nil},
-		{names.x2, j.x2, roleInput, nil},
-		{"w", j.w, roleInput, nil},
-		{"b", j.b, roleInput, nil},
-		{"rstd", j.rstdIn, roleInput, nil},
+		{names.y, j.y, roleOutput, names.x},
+		{"residualOut", j.residualOut, roleOutput, names.x2},
+		{"Options.RStd", j.rstd, roleOutput, ""},
+		{"Options.Mean", j.mean, roleOutput, ""},
+		{names.x, j.x, roleInput, ""},
+		{names.x2, j.x2, roleInput, ""},
+		{"w", j.w, roleInput, ""},
+		{"b", j.b, roleInput, ""},
+		{"rstd", j.rstdIn, roleInput, ""},
 	}
 	var locNames []string
 	var locTensors []*tensor.Tensor
@@ -206,7 +220,7 @@ func (j *job) validate(opName string, names jobNames, o Options) error {
 			if k == i || other.t == nil || (other.role == roleOutput && k < i) {
 				continue
 			}
-			if other.t == out.partner {
+			if other.role == roleInput && other.name == out.partner {
 				v.NoOverlapUnlessSame(out.name, out.t, other.name, other.t)
 			} else {
 				v.NoOverlap(out.name, out.t, other.name, other.t)

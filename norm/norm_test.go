@@ -461,6 +461,20 @@ func TestValidation(t *testing.T) {
 			y := out(bf, 4, 8)
 			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), w(), Options{PadTo: -8})
 		}},
+		{"PadTo past the kernel's width", "argument Options.PadTo: is 9223372036854775807", func() ([]*tensor.Tensor, error) {
+			// (n + PadTo − 1) overflowed: y [4, 0] passed as the padded output
+			y := out(bf, 4, 0)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), w(), Options{PadTo: math.MaxInt})
+		}},
+		{"rows padded past the kernel's width", "argument Options.PadTo: is 2147479550: rows of 2147479551 padded to 4294959100", func() ([]*tensor.Tensor, error) {
+			// Rows without storage (M = 0) are checked all the same.
+			y := out(bf, 0, 8)
+			return []*tensor.Tensor{y}, RMSNorm(nil, y, tensor.New(bf, 0, maxCols), tensor.New(bf, 0), Options{PadTo: maxCols - 1})
+		}},
+		{"rows past the kernel's width", "argument x: has shape [0 2147479552]", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 0, maxCols+1)
+			return []*tensor.Tensor{y}, L2Norm(nil, y, tensor.New(bf, 0, maxCols+1), Options{})
+		}},
 		{"ZeroCentered on LayerNorm", "Options.ZeroCentered: applies to RMSNorm only", func() ([]*tensor.Tensor, error) {
 			y := out(bf, 4, 8)
 			return []*tensor.Tensor{y}, LayerNorm(nil, y, x(), w(), nil, Options{ZeroCentered: true})
@@ -493,6 +507,21 @@ func TestValidation(t *testing.T) {
 		{"y is residualOut", "argument y: overlaps residualOut", func() ([]*tensor.Tensor, error) {
 			y := out(bf, 4, 8)
 			return []*tensor.Tensor{y}, FusedAddLayerNorm(nil, y, y, x(), x(), w(), nil, Options{})
+		}},
+		{"fused RMSNorm, every row tensor one", "argument y: overlaps residualOut", func() ([]*tensor.Tensor, error) {
+			// y = x and residualOut = residual are each in place, but the two
+			// outputs are one tensor.
+			t := out(bf, 4, 8)
+			return []*tensor.Tensor{t}, FusedAddRMSNorm(nil, t, t, t, t, w(), Options{})
+		}},
+		{"fused LayerNorm, every row tensor one", "argument y: overlaps residualOut", func() ([]*tensor.Tensor, error) {
+			t := out(bf, 4, 8)
+			return []*tensor.Tensor{t}, FusedAddLayerNorm(nil, t, t, t, t, w(), nil, Options{})
+		}},
+		{"y is x, which is residual too", "argument y: overlaps residual", func() ([]*tensor.Tensor, error) {
+			// x may be y's partner, but residual is not, whatever tensor it is.
+			t, ro := out(bf, 4, 8), out(bf, 4, 8)
+			return []*tensor.Tensor{t, ro}, FusedAddRMSNorm(nil, t, ro, t, t, w(), Options{})
 		}},
 		{"rstd overlaps mean", "argument Options.RStd: overlaps Options.Mean", func() ([]*tensor.Tensor, error) {
 			y, st := out(bf, 4, 8), out(f32, 4)

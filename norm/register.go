@@ -71,6 +71,7 @@ type caseSpec struct {
 	mean         float64 // input mean (LayerNorm's large-offset case)
 	large        bool    // inputs of std largeStd[dtype] instead of 1
 	zeroRow      bool    // row 0 normalizes zeros (x = −residual when fused)
+	special      bool    // rows 1, 2 and 3 of x hold a NaN, a +inf and a −inf (NaN rows and statistics)
 	stats        bool    // ask for the optional fp32 outputs
 	inPlace      bool    // outputs are their input partners
 	zeroCentered bool
@@ -90,7 +91,7 @@ func (c caseSpec) label(dt tensor.DType) string {
 		text string
 	}{
 		{c.stride > 0, fmt.Sprintf("stride%d", c.stride)}, {c.mean != 0, fmt.Sprintf("mean%g", c.mean)},
-		{c.large, "large"}, {c.zeroRow, "zero-row"}, {c.stats, "stats"}, {c.inPlace, "in-place"},
+		{c.large, "large"}, {c.zeroRow, "zero-row"}, {c.special, "nan-inf"}, {c.stats, "stats"}, {c.inPlace, "in-place"},
 		{c.zeroCentered, "zero-centred"},
 	} {
 		if f.on {
@@ -220,6 +221,13 @@ func (d *opDef) spec(c caseSpec, dt tensor.DType, rng *rand.Rand) check.Spec {
 	}
 	x := rowTensor(dt, c.rows, c.n, c.stride)
 	x.FillNormal(rng, c.mean, std)
+	if c.special {
+		xv := x.Float64s()
+		for i, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			xv[(i+1)*c.n+rng.IntN(c.n)] = v
+		}
+		x.SetFloat64s(xv)
+	}
 	var idx struct{ y, ro, x, res, w, b, rstd, mean, savedY, savedRStd int }
 	idx.ro, idx.res, idx.w, idx.b, idx.rstd, idx.mean, idx.savedY, idx.savedRStd = -1, -1, -1, -1, -1, -1, -1, -1
 	yStride := 0
@@ -426,7 +434,8 @@ func (a *allocator) free() {
 
 // Cases shared by every op: odd and power-of-two N, strided rows (aligned
 // and not), N = 1, rows longer than registers hold (4097 scalar, 65536),
-// large values with an all-zero row, optional outputs, in place.
+// large values with an all-zero row, rows holding a NaN or an inf (sub-warp
+// groups and whole blocks), optional outputs, in place.
 var commonCases = []caseSpec{
 	{rows: 128, n: 128, stats: true},
 	{rows: 37, n: 1},
@@ -438,6 +447,8 @@ var commonCases = []caseSpec{
 	{rows: 17, n: 4096, large: true, zeroRow: true, stats: true},
 	{rows: 3, n: 65536, stats: true},
 	{rows: 64, n: 2048, inPlace: true},
+	{rows: 6, n: 1000, special: true, stats: true},
+	{rows: 6, n: 8192, special: true, stats: true},
 }
 
 // gridStrideCases have enough rows that the grid strides over them on a

@@ -202,7 +202,8 @@ const (
 // (Hopper and later), every row of x and y starts 16-byte aligned (vec is a
 // whole 16 bytes), rows are a whole number of vectors, at least bulkMinRow
 // bytes long and bulkMinBytes in all, and a chunk fits a block's shared
-// memory. Measured on an H200 (BenchmarkConfigs; µs, one run):
+// memory once cut into the ring's pieces. Measured on an H200
+// (BenchmarkConfigs; µs, one run):
 //
 // Many rows (at least one per SM) take the fewest blocks a row (a power of
 // two, at most the portable 8) whose chunks stay within bulkTarget. Chunks
@@ -222,14 +223,14 @@ const (
 // rows: 16384×8192 bf16 134.3 (16 KiB chunks; 155.9 with six resident blocks
 // an SM), 256×32768 bf16 16.7 (16 KiB pieces; 17.1 with 32 KiB).
 //
-// Fewer rows take a cluster each. Where a cluster of 1 or 2 blocks fits and
-// gives every SM at most one block and most SMs one, that cluster takes
-// it (64×151936 bf16: 19.7 with 2 blocks a row, 22.5 with 8, 24.9 with 4,
-// whose 256 blocks load some SMs twice); otherwise the fewest blocks (a
-// power of two) whose chunks stay within fewTarget, widened (up to 16 blocks
-// on Hopper) while the rows leave SMs idle (beyond 8 blocks only while each
-// keeps bulkWideElems elements): 16×262144 f32 18.8 (16 blocks a row; 20.3
-// before), 16×262144 bf16 14.3 (16.2 before).
+// Fewer rows take a cluster each. Where a cluster of 1 or 2 blocks fits
+// (its ring too) and gives every SM at most one block and most SMs one,
+// that cluster takes it (64×151936 bf16: 19.7 with 2 blocks a row, 22.5
+// with 8, 24.9 with 4, whose 256 blocks load some SMs twice); otherwise the
+// fewest blocks (a power of two) whose chunks stay within fewTarget, widened
+// (up to 16 blocks on Hopper) while the rows leave SMs idle (beyond 8 blocks
+// only while each keeps bulkWideElems elements): 16×262144 f32 18.8 (16
+// blocks a row; 20.3 before), 16×262144 bf16 14.3 (16.2 before).
 //
 // A cluster that walks two or more of the few rows, with a ring deep enough
 // that the next row streams in while one is written, lost at every size
@@ -319,6 +320,15 @@ func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
 	}
 	vecs, sms := n/vec, max(p.SMs, 1)
 	chunk := func(cl int) int { return intmath.CeilDiv(vecs, cl) * 16 } // bytes
+	// fit returns c where its ring fits a block's shared memory, and false
+	// where it does not: a chunk that fits can still overflow once it is cut
+	// into pieces of whole vectors, each rounded up.
+	fit := func(c config) (config, bool) {
+		if c.Smem-bulkHead > maxChunk(p, 1) {
+			return config{}, false
+		}
+		return c, true
+	}
 	threads := func(cl, most int) int {
 		return min(max(intmath.RoundUp(intmath.CeilDiv(chunk(cl)/16, bulkVecsPerThr), 32), bulkMinThreads), most)
 	}
@@ -331,14 +341,15 @@ func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
 		case chunk(cl) > maxChunk(p, 1):
 			return config{}, false
 		case chunk(cl) <= smallChunk:
-			return bulkConfig(p, m, n, dt, cl, intmath.CeilDiv(chunk(cl), smallPiece), 0, threads(cl, smallThreads), 1), true
+			return fit(bulkConfig(p, m, n, dt, cl, intmath.CeilDiv(chunk(cl), smallPiece), 0, threads(cl, smallThreads), 1))
 		}
-		c := bulkConfig(p, m, n, dt, cl, intmath.CeilDiv(chunk(cl), bigPiece), 0, bulkThreads, 0)
-		return withRing(p, c, 1), true
+		return fit(withRing(p, bulkConfig(p, m, n, dt, cl, intmath.CeilDiv(chunk(cl), bigPiece), 0, bulkThreads, 0), 1))
 	}
 	for cl := 1; cl <= 2; cl++ {
 		if chunk(cl) <= maxChunk(p, 1) && m*cl <= sms && 2*m*cl > sms {
-			return bulkConfig(p, m, n, dt, cl, max(1, chunk(cl)/bigPiece), 0, threads(cl, bulkThreads), 1), true
+			if c, ok := fit(bulkConfig(p, m, n, dt, cl, max(1, chunk(cl)/bigPiece), 0, threads(cl, bulkThreads), 1)); ok {
+				return c, true
+			}
 		}
 	}
 	cl, target := 1, min(fewTarget, maxChunk(p, 1))
@@ -356,9 +367,9 @@ func pickBulk(p cuda.Props, m, n int, dt tensor.DType, vec int) (config, bool) {
 		return config{}, false
 	}
 	if chunk(cl) > fewTarget {
-		return bulkConfig(p, m, n, dt, cl, fewBigPieces, 0, bulkThreads, 1), true
+		return fit(bulkConfig(p, m, n, dt, cl, fewBigPieces, 0, bulkThreads, 1))
 	}
-	return bulkConfig(p, m, n, dt, cl, intmath.CeilDiv(chunk(cl), bigPiece), 0, threads(cl, smallThreads), 1), true
+	return fit(bulkConfig(p, m, n, dt, cl, intmath.CeilDiv(chunk(cl), bigPiece), 0, threads(cl, smallThreads), 1))
 }
 
 // maxChunk is the largest ring (bytes) a bulk block may hold on p when

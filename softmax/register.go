@@ -17,7 +17,8 @@ var torchSnippet string
 
 // parityCase is one parity check: an [M, N] input of N(0, Std²) values with
 // row strides Ldx and Ldy (0: contiguous), optionally run in place, with
-// Special rows of −inf, NaN, +inf and masked values at the top.
+// Special rows of −inf, NaN, +inf, masked values and the dtype's extreme
+// finite values at the top.
 type parityCase struct {
 	DType    tensor.DType
 	M, N     int
@@ -103,13 +104,16 @@ func (c parityCase) input(rng *rand.Rand) (*tensor.Tensor, error) {
 }
 
 // setSpecialRows overwrites the first rows of x: all −inf (NaN out), one NaN
-// (NaN row), one +inf (NaN row), all but one element −inf (a one-hot row)
-// and half −inf (a masked row, finite out).
+// (NaN row), one +inf (NaN row), all but one element −inf (a one-hot row),
+// half −inf (a masked row, finite out), then all and half the lowest finite
+// value (uniform over the row, and over its first half, for a positive
+// scale) and one element the largest finite value (one-hot). The last three
+// overflowed fp32 once scaled by log2 e in an earlier kernel.
 func setSpecialRows(x *tensor.Tensor, rng *rand.Rand) {
 	m, n := x.Dim(0), x.Dim(1)
 	v := x.Float64s()
-	ninf := math.Inf(-1)
-	for i := range min(m, 5) {
+	ninf, big := math.Inf(-1), largestFinite(x.DType())
+	for i := range min(m, 8) {
 		row := v[i*n : (i+1)*n]
 		switch i {
 		case 0:
@@ -131,9 +135,30 @@ func setSpecialRows(x *tensor.Tensor, rng *rand.Rand) {
 			for j := n / 2; j < n; j++ {
 				row[j] = ninf
 			}
+		case 5: // masked throughout with the lowest finite value, as Hugging Face masks
+			for j := range row {
+				row[j] = -big
+			}
+		case 6:
+			for j := n / 2; j < n; j++ {
+				row[j] = -big
+			}
+		case 7:
+			row[rng.IntN(n)] = big
 		}
 	}
 	x.SetFloat64s(v)
+}
+
+// largestFinite is dt's largest finite value (torch.finfo(dt).max).
+func largestFinite(dt tensor.DType) float64 {
+	switch dt {
+	case tensor.BF16:
+		return tensor.BF16Value(0x7f7f)
+	case tensor.F16:
+		return tensor.F16Value(0x7bff)
+	}
+	return math.MaxFloat32
 }
 
 // run draws fresh inputs and compares the device with the reference.

@@ -1,8 +1,13 @@
 // softmax.cu: y = softmax(x·scale) over each row of an [M, N] matrix.
 //
-// Values are v = x·scale·log2 e, so that each exponential is 2^(v − m): a
-// subtraction (or one FFMA) and an ex2. Every thread reduces its elements to
-// a pair (m, s): the largest value it saw and the sum of 2^(v − m). Pairs
+// Values are v = x·scale, and each exponential e^(v − m) is computed as
+// 2^((v − m)·log2 e): a subtraction (or one FFMA), a multiply and an ex2.
+// (Folding log2 e into the scale saves the multiply, but x·scale·log2 e
+// overflows to ±inf for |x·scale| > FLT_MAX/log2 e ≈ 2.4e38: a row masked
+// with the dtype's lowest finite value, as Hugging Face models mask, then
+// came out NaN where torch gives the uniform distribution.) Every thread
+// reduces its elements to a pair (m, s): the largest value it saw and the
+// sum of e^(v − m). Pairs
 // merge associatively (each sum is rescaled to the largest max), so one
 // merge serves the lanes of a group, the warps of a block and the blocks of
 // a cluster. One entry covers three shapes of work:
@@ -31,7 +36,9 @@
 // "safe" (0 when it is −inf), so −inf elements and padding add 2^(−inf) = 0
 // without an inf − inf; a row of −inf still ends as 0/0 = NaN, +inf gives
 // inf − inf = NaN, and a NaN poisons its partial sum, which every merge
-// carries on to the whole row.
+// carries on to the whole row. A difference v − m of finite values may
+// overflow to −inf (or do so once times log2 e): its exponential is then 0,
+// as it should be.
 #include "tile.cuh"
 
 // The host passes every define; these defaults let the file compile alone.
@@ -72,9 +79,11 @@ constexpr float kLog2e = 1.4426950408889634f;
 KI float ex2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 KI float lg2(float x) { float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 KI float safe(float m) { return m == -kinf() ? 0.f : m; }
+// expo is e^d.
+KI float expo(float d) { return ex2(d * kLog2e); }
 
-// Stat is a partial reduction of values v = x·a2 (a2 = scale·log2 e): their
-// max m and the sum s of 2^(v − safe(m)).
+// Stat is a partial reduction of values v = x·scale: their max m and the sum
+// s of e^(v − safe(m)).
 struct Stat { float m, s; };
 
 // group_merge merges the pairs of each aligned group of W lanes: the max
@@ -83,12 +92,12 @@ struct Stat { float m, s; };
 // block's merge spent more ex2 than its 16 elements a thread). The xor
 // butterfly adds the same two values at each step in every lane, so all
 // lanes agree bit for bit. A lane with (−inf, 0) adds 0; a +inf max makes
-// that lane's 2^(inf − inf) a NaN, which the sum carries to the row.
+// that lane's e^(inf − inf) a NaN, which the sum carries to the row.
 template <int W> KI Stat group_merge(Stat a) {
   float m = a.m;
 #pragma unroll
   for (int o = W / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  float s = a.s * ex2(a.m - safe(m));
+  float s = a.s * expo(a.m - safe(m));
 #pragma unroll
   for (int o = W / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   return Stat{m, s};
@@ -151,24 +160,24 @@ KI void fetch(const T* row, int base, int lanes, int lane, int end, Raw& raw) {
   }
 }
 
-// unpack converts a fetched tile to values (x·a2 in fp32), −inf past end.
-KI void unpack(const Raw& raw, int base, int lanes, int lane, int end, float a2, float (&v)[E]) {
+// unpack converts a fetched tile to values (x·scale in fp32), −inf past end.
+KI void unpack(const Raw& raw, int base, int lanes, int lane, int end, float scale, float (&v)[E]) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int c = col(base, lanes, lane, r);
     if (c + V <= end) {
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[r * V + i] = to_float(raw.v[r].e[i]) * a2;
+      for (int i = 0; i < V; ++i) v[r * V + i] = to_float(raw.v[r].e[i]) * scale;
     } else {
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[r * V + i] = c + i < end ? to_float(raw.v[r].e[i]) * a2 : -kinf();
+      for (int i = 0; i < V; ++i) v[r * V + i] = c + i < end ? to_float(raw.v[r].e[i]) * scale : -kinf();
     }
   }
 }
 
 // load_tile is fetch then unpack in one step, for tiles used at once: no raw
 // copy stays live, which saves the registers of the largest tiles.
-KI void load_tile(const T* row, int base, int lanes, int lane, int end, float a2, float (&v)[E]) {
+KI void load_tile(const T* row, int base, int lanes, int lane, int end, float scale, float (&v)[E]) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int c = col(base, lanes, lane, r);
@@ -176,10 +185,10 @@ KI void load_tile(const T* row, int base, int lanes, int lane, int end, float a2
       Vec u;
       u.bits = vload(row + c);
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[r * V + i] = to_float(u.e[i]) * a2;
+      for (int i = 0; i < V; ++i) v[r * V + i] = to_float(u.e[i]) * scale;
     } else {
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[r * V + i] = c + i < end ? to_float(row[c + i]) * a2 : -kinf();
+      for (int i = 0; i < V; ++i) v[r * V + i] = c + i < end ? to_float(row[c + i]) * scale : -kinf();
     }
   }
 }
@@ -255,7 +264,6 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
   extern __shared__ Stat scratch[];
   const Work w = work(rows, n, chunk);
   const int tile = w.lanes * E, rowmax = rows - 1;
-  const float a2 = scale * kLog2e;
   float v[E];
   int it = 0;
 
@@ -268,22 +276,22 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       const int end = row <= rowmax ? w.begin + w.share : w.begin;
       Stat own{-kinf(), 0.f};
       for (int b = w.begin; b < end; b += tile) {
-        load_tile(xr, b, w.lanes, w.lane, end, a2, v);
+        load_tile(xr, b, w.lanes, w.lane, end, scale, v);
         float m = own.m;
 #pragma unroll
         for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
         const float ms = safe(m);
-        float s = own.s * ex2(own.m - ms);
+        float s = own.s * expo(own.m - ms);
 #pragma unroll
-        for (int i = 0; i < E; ++i) s += ex2(v[i] - ms);
+        for (int i = 0; i < E; ++i) s += expo(v[i] - ms);
         own = Stat{m, s};
       }
       const Stat all = merge_all(own, scratch, it);
       const float ms = safe(all.m), inv = 1.f / all.s;
       for (int b = w.begin; b < end; b += tile) {
-        load_tile(xr, b, w.lanes, w.lane, end, a2, v);
+        load_tile(xr, b, w.lanes, w.lane, end, scale, v);
 #pragma unroll
-        for (int i = 0; i < E; ++i) v[i] = ex2(v[i] - ms) * inv;
+        for (int i = 0; i < E; ++i) v[i] = expo(v[i] - ms) * inv;
         store_tile(yr, b, w.lanes, w.lane, end, v);
       }
     }
@@ -300,12 +308,12 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       const i64 r = min(row, rowmax);
       const int end = row <= rowmax ? w.begin + w.share : 0;
 #if PREFETCH
-      unpack(raw, w.begin, w.lanes, w.lane, end, a2, v);
+      unpack(raw, w.begin, w.lanes, w.lane, end, scale, v);
       const int next = (u + w.step) * w.per + w.sub;
       if (u + w.step < w.units)
         fetch(x + (i64)min(next, rowmax) * ldx, w.begin, w.lanes, w.lane, next <= rowmax ? w.begin + w.share : 0, raw);
 #else
-      load_tile(x + r * ldx, w.begin, w.lanes, w.lane, end, a2, v);
+      load_tile(x + r * ldx, w.begin, w.lanes, w.lane, end, scale, v);
 #endif
       Stat own{-kinf(), 0.f};
 #pragma unroll
@@ -313,11 +321,11 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       const float oms = safe(own.m);
 #pragma unroll
       for (int i = 0; i < E; ++i) {
-        v[i] = ex2(v[i] - oms);
+        v[i] = expo(v[i] - oms);
         own.s += v[i];
       }
       const Stat all = merge_all(own, scratch, it);
-      const float f = ex2(own.m - safe(all.m)) / all.s; // rebases 2^(v − own.m) onto the row's max
+      const float f = expo(own.m - safe(all.m)) / all.s; // rebases e^(v − own.m) onto the row's max
 #pragma unroll
       for (int i = 0; i < E; ++i) v[i] *= f;
       store_tile(y + r * ldy, w.begin, w.lanes, w.lane, end, v);
@@ -347,7 +355,7 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
 // registers, so every free slot is in flight at once, and with more slots
 // than pieces per row the next row streams in while this one is reduced,
 // merged and written. The consumer warps fold each piece into their partial
-// (max, sum of 2^(v − m)) as it lands; the partials meet through shared
+// (max, sum of e^(v − m)) as it lands; the partials meet through shared
 // memory (warps, behind a named barrier that leaves the producer out) and
 // distributed shared memory (blocks, see exchange); then y is written from
 // shared memory with 16-byte stores, each warp freeing a slot once it has
@@ -405,13 +413,13 @@ template <bool NEG> KI float top_value(uint4 a) {
 }
 
 // fold adds a thread's vectors of one landed piece (len vectors at v) to its
-// partial. Values are x·a2 (a2 = scale·log2 e), so that each exponential is
-// one FFMA and an ex2. Four vectors at a time are read once from shared
-// memory: their max first, then the partial's sum rescaled and theirs added.
-// The max is taken of the raw elements, packed where they are 16-bit, and
-// scaled once: x ↦ x·a2 is monotonic (rounding included), so max(x)·a2 is
-// max(x·a2) for a2 > 0, and min(x)·a2 is for a2 < 0 (NEG).
-template <bool NEG> KI Stat fold(Stat own, const Vec* v, int len, int tid, int nt, float a2) {
+// partial. Values are x·scale, and each exponential is an FFMA, a multiply
+// and an ex2. Four vectors at a time are read once from shared memory: their
+// max first, then the partial's sum rescaled and theirs added. The max is
+// taken of the raw elements, packed where they are 16-bit, and scaled once:
+// x ↦ x·scale is monotonic (rounding included), so max(x)·scale is
+// max(x·scale) for scale > 0, and min(x)·scale is for scale < 0 (NEG).
+template <bool NEG> KI Stat fold(Stat own, const Vec* v, int len, int tid, int nt, float scale) {
   constexpr int B = 4;
   for (int i = tid; i < len; i += B * nt) {
     Vec u[B];
@@ -424,22 +432,22 @@ template <bool NEG> KI Stat fold(Stat own, const Vec* v, int len, int tid, int n
       u[k] = in[k] ? v[i + k * nt] : u[0]; // a repeat leaves the max as it is
       t = top<NEG>(t, u[k].bits);
     }
-    const float m = fmaxf(own.m, top_value<NEG>(t) * a2), ms = safe(m);
-    float s = own.s * ex2(own.m - ms);
+    const float m = fmaxf(own.m, top_value<NEG>(t) * scale), ms = safe(m);
+    float s = own.s * expo(own.m - ms);
 #pragma unroll
     for (int k = 0; k < B; ++k)
       if (in[k]) {
 #pragma unroll
-        for (int e = 0; e < V; ++e) s += ex2(fmaf(to_float(u[k].e[e]), a2, -ms));
+        for (int e = 0; e < V; ++e) s += expo(fmaf(to_float(u[k].e[e]), scale, -ms));
       }
     own = Stat{m, s};
   }
   return own;
 }
 
-// fold_any is fold for the sign of a2.
-KI Stat fold_any(Stat own, const Vec* v, int len, int tid, int nt, float a2) {
-  return a2 < 0.f ? fold<true>(own, v, len, tid, nt, a2) : fold<false>(own, v, len, tid, nt, a2);
+// fold_any is fold for the sign of scale.
+KI Stat fold_any(Stat own, const Vec* v, int len, int tid, int nt, float scale) {
+  return scale < 0.f ? fold<true>(own, v, len, tid, nt, scale) : fold<false>(own, v, len, tid, nt, scale);
 }
 
 // pack rounds V floats to one vector of E (T), 16-bit values two at a time.
@@ -454,20 +462,24 @@ template <class E> KI VecBits pack(const float (&y)[V]) {
   return u.bits;
 }
 
-// emit writes a thread's vectors of one piece: 2^(x·a2 − ms)/s. 16-bit
-// outputs fold the division into the exponent, 2^(x·a2 − (ms + log2 s)),
-// whose rounding (an fp32 ulp of ms) is far below theirs; f32 outputs
-// multiply by 1/s, which keeps fp32 precision where ms is large.
-KI void emit(T* out, const Vec* v, int len, int tid, int nt, float a2, float ms, float s) {
-  const float inv = 1.f / s, msl = sizeof(T) == 4 ? ms : ms + lg2(s);
+// emit writes a thread's vectors of one piece: e^(x·scale − ms)/s. 16-bit
+// outputs fold the division into the exponent, 2^((x·scale − ms)·log2 e −
+// log2 s), whose rounding is far below theirs; f32 outputs multiply by 1/s,
+// which keeps fp32 precision.
+KI void emit(T* out, const Vec* v, int len, int tid, int nt, float scale, float ms, float s) {
+  const float inv = 1.f / s, ls = sizeof(T) == 4 ? 0.f : lg2(s);
 #pragma unroll 2
   for (int i = tid; i < len; i += nt) {
     const Vec u = v[i];
     float y[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      y[e] = ex2(fmaf(to_float(u.e[e]), a2, -msl));
-      if constexpr (sizeof(T) == 4) y[e] *= inv;
+      const float d = fmaf(to_float(u.e[e]), scale, -ms);
+      if constexpr (sizeof(T) == 4) {
+        y[e] = expo(d) * inv;
+      } else {
+        y[e] = ex2(fmaf(d, kLog2e, -ls));
+      }
     }
     reinterpret_cast<VecBits*>(out)[i] = pack<T>(y);
   }
@@ -571,7 +583,6 @@ softmax_bulk(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, flo
     return;
   }
 
-  const float a2 = scale * kLog2e;
   int rs = 0;          // slot of the next piece this thread folds in
   u32 rph = 0;         // and the parity of its phase
   int done = 0;        // pieces of the current row folded in
@@ -580,7 +591,7 @@ softmax_bulk(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, flo
   for (int it = 0; it < nrows; ++it) {
     for (; done < np; ++done) {
       mbar_wait(&full[rs], rph);
-      own = fold_any(own, ring + rs * piece, span(done), tid, nc, a2);
+      own = fold_any(own, ring + rs * piece, span(done), tid, nc, scale);
       if (++rs == slots) rs = 0, rph ^= 1;
     }
     Stat all = consumer_merge(own, scratch + (it & 1) * 16, nc);
@@ -591,12 +602,12 @@ softmax_bulk(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, flo
     T* yr = y + (i64)(first + it * step) * ldy + begin;
     int s = ws;
     for (int p = 0; p < np; ++p) {
-      emit(yr + p * piece * V, ring + s * piece, span(p), tid, nc, a2, ms, all.s);
+      emit(yr + p * piece * V, ring + s * piece, span(p), tid, nc, scale, ms, all.s);
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
       if (++s == slots) s = 0;
       if (ahead && done < np && mbar_ready(&full[rs], rph)) {
-        own = fold_any(own, ring + rs * piece, span(done), tid, nc, a2);
+        own = fold_any(own, ring + rs * piece, span(done), tid, nc, scale);
         ++done;
         if (++rs == slots) rs = 0, rph ^= 1;
       }

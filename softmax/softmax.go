@@ -56,8 +56,17 @@ type Options struct {
 	Scale float32
 }
 
-// maxCols bounds N so that column arithmetic in int32 cannot overflow.
-const maxCols = 1 << 30
+// Bounds on the shape, so that the kernels' int arithmetic cannot overflow.
+// maxCols bounds N. maxRows bounds M: the short-row kernels round M up to
+// whole units of up to 256 rows (rows + per − 1), and a persistent grid
+// steps a unit index past the last by up to its blocks, a few per SM; the
+// margin covers both. (Where every row has its own block or cluster, a row
+// index steps by M, which would overflow past 2^30 rows; those rows are over
+// 256 elements, so that many would take 512 GiB, more than a device holds.)
+const (
+	maxCols = 1 << 30
+	maxRows = math.MaxInt32 - 1<<16
+)
 
 // Softmax sets y to the row softmax of x·o.Scale (see the package doc).
 // Host tensors run the CPU reference, device tensors the kernel on stream s
@@ -72,6 +81,7 @@ func Softmax(s *cuda.Stream, y, x *tensor.Tensor, o Options) error {
 	if err := v.Err(); err != nil {
 		return err
 	}
+	v.Check(x.Dim(0) <= maxRows, "x", "has %d rows, more than the kernel's %d", x.Dim(0), maxRows)
 	v.Check(x.Dim(1) <= maxCols, "x", "has %d columns, more than the kernel's %d", x.Dim(1), maxCols)
 	if x.IsDevice() && s != nil && s.Device() != x.Device() {
 		v.Failf("s", "is a stream of device %d but x is on device %d", s.Device().Ordinal, x.Device().Ordinal)
@@ -169,7 +179,7 @@ func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
 		return err
 	}
 	if c.Bulk {
-		if err := prepareBulk(fn, dev.Props(), c); err != nil {
+		if err := prepareBulk(fn, c); err != nil {
 			return err
 		}
 		if c.Resident {
@@ -199,14 +209,9 @@ func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
 	return fn.Launch(cfg, args)
 }
 
-type bulkKey struct {
-	fn *cuda.Function
-	cl bool
-}
-
-// bulkShared holds, per function, the dynamic shared memory limit set so far
-// (and, under cl = true, whether clusters over 8 blocks were allowed).
-var bulkShared sync.Map
+// nonPortable holds the functions allowed clusters over the portable 8
+// blocks so far.
+var nonPortable sync.Map
 
 // wave is how many clusters of the bulk config c fit the GPU at once (blocks
 // when c has no cluster). A cluster's blocks share a GPC, so this can be
@@ -220,23 +225,19 @@ func wave(fn *cuda.Function, p cuda.Props, c config) (int, error) {
 	return max(1, n), err
 }
 
-// prepareBulk raises fn's shared memory limit to c.Smem, and allows its
-// cluster when it is over the portable 8 blocks, once per function.
-func prepareBulk(fn *cuda.Function, p cuda.Props, c config) error {
-	if c.Smem > p.SharedPerBlock {
-		if v, ok := bulkShared.Load(bulkKey{fn, false}); !ok || v.(int) < c.Smem {
-			if err := fn.SetMaxDynamicShared(c.Smem); err != nil {
-				return fmt.Errorf("softmax.Softmax: raising shared memory to %d bytes: %w", c.Smem, err)
-			}
-			bulkShared.Store(bulkKey{fn, false}, c.Smem)
-		}
+// prepareBulk makes fn launchable with c.Smem bytes of dynamic shared
+// memory, and allows its cluster when it is over the portable 8 blocks, once
+// per function.
+func prepareBulk(fn *cuda.Function, c config) error {
+	if err := fn.ReserveShared(c.Smem); err != nil {
+		return fmt.Errorf("softmax.Softmax: reserving %d bytes of dynamic shared memory: %w", c.Smem, err)
 	}
 	if c.Cluster > maxCluster {
-		if _, ok := bulkShared.Load(bulkKey{fn, true}); !ok {
+		if _, ok := nonPortable.Load(fn); !ok {
 			if err := fn.SetAttribute(cuda.FuncNonPortableClusterOK, 1); err != nil {
 				return fmt.Errorf("softmax.Softmax: allowing clusters of %d blocks: %w", c.Cluster, err)
 			}
-			bulkShared.Store(bulkKey{fn, true}, 1)
+			nonPortable.Store(fn, true)
 		}
 	}
 	return nil

@@ -98,7 +98,7 @@ func TestReferenceBF16(t *testing.T) {
 }
 
 func TestZeroSizes(t *testing.T) {
-	for _, shape := range [][2]int{{0, 16}, {4, 0}} {
+	for _, shape := range [][2]int{{0, 16}, {4, 0}, {maxRows, 0}, {0, maxCols}} {
 		x, y := tensor.New(tensor.BF16, shape[0], shape[1]), tensor.New(tensor.BF16, shape[0], shape[1])
 		if err := Softmax(nil, y, x, Options{}); err != nil {
 			t.Errorf("%v: %v", shape, err)
@@ -135,6 +135,9 @@ func TestValidation(t *testing.T) {
 		{"partial overlap", slice(wide, 1, 9), slice(wide, 0, 8), Options{}, "y"},
 		{"NaN scale", tensor.New(tensor.F32, 2, 3), tensor.New(tensor.F32, 2, 3), Options{Scale: float32(math.NaN())}, "Scale"},
 		{"infinite scale", tensor.New(tensor.F32, 2, 3), tensor.New(tensor.F32, 2, 3), Options{Scale: float32(math.Inf(1))}, "Scale"},
+		// Shapes with no elements have no storage: the bounds are checked all the same.
+		{"too many rows", tensor.New(tensor.F32, maxRows+1, 0), tensor.New(tensor.F32, maxRows+1, 0), Options{}, "x"},
+		{"too many columns", tensor.New(tensor.F32, 0, maxCols+1), tensor.New(tensor.F32, 0, maxCols+1), Options{}, "x"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			expectRejected(t, c.y, c.x, c.opt, c.arg)
@@ -411,6 +414,21 @@ func TestPickBulkLimits(t *testing.T) {
 			t.Errorf("%s %dx%d %s: pickConfig bulk %v, want %v", c.p.Name, c.m, c.n, c.dt, all.Bulk, c.bulk)
 		}
 	}
+	// Every row length the bulk path can take, a vector apart, with rows
+	// enough for a block or a 2-block cluster to fill the SMs (34 to 131 on
+	// an H200), fewer and more: a chunk that fits can overflow the block
+	// once cut into pieces of whole vectors (f32 rows of 57856 did, in
+	// 7 pieces of 2067 vectors, 80 bytes over).
+	for _, p := range []cuda.Props{h200, lean} {
+		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+			vec, longest := 16/dt.Size(), maxBulkCluster*maxChunk(p, 1)/dt.Size()
+			for _, m := range []int{16, 34, 66, 67, 100, 131, 256} {
+				for n := bulkMinRow / dt.Size(); n <= longest && !t.Failed(); n += vec {
+					checkInvariants(t, p, m, n, pickConfig(p, m, n, dt, vec))
+				}
+			}
+		}
+	}
 }
 
 // TestPickConfigSweep checks the invariants over many shapes on both
@@ -485,7 +503,7 @@ func TestKernelResources(t *testing.T) {
 			t.Fatal(err)
 		}
 		if c.Bulk {
-			if err := prepareBulk(fn, dev.Props(), c); err != nil {
+			if err := prepareBulk(fn, c); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -733,7 +751,7 @@ func BenchmarkConfigs(b *testing.B) {
 			if c.Bulk && c.Resident {
 				fn, err := kernels.Get(dev, c.spec)
 				if err == nil {
-					err = prepareBulk(fn, p, c)
+					err = prepareBulk(fn, c)
 				}
 				w := 0
 				if err == nil {
