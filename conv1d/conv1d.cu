@@ -72,7 +72,9 @@
 // Guards. A sequence whose bounds are outside [0, n_tokens] or whose slot is
 // beyond the pool is skipped and reported in *err (bit 1: slot, bit 2:
 // cu_seqlens, bit 4: an accepted count outside [1, L] or a negative cache
-// seqlen), so that unchecked indices never reach memory they do not own.
+// seqlen), so that unchecked indices never reach memory they do not own. A
+// decreasing cu_seqlens is reported (bit 2) but not repaired: the binary
+// search then may find the wrong sequence for a slot.
 #include "kittens.cuh"
 #include "tile.cuh"
 
@@ -267,6 +269,9 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     end = cu[b + 1];
     k = g - (int)(start / chunk) - b;
     if (reporter && g == 0 && (cu[0] != 0 || cu[n_seqs] != n_tokens)) atomicOr(err, 2);
+    // Slot g < n_seqs (the grid has at least n_seqs slots) checks entry
+    // g + 1, so a decrease is reported whatever sequences the search found.
+    if (reporter && g < n_seqs && cu[g + 1] < cu[g]) atomicOr(err, 2);
   } else {
     const int cps = (seq_len + chunk - 1) / chunk;
     b = cps == 1 ? g : g / cps;  // decode: one chunk per sequence, no division

@@ -66,18 +66,29 @@ type Options struct {
 	// index must lie inside the pool and be used by one sequence only, and
 	// the mode entries must be in range (see Decode). The copy is a few
 	// hundred bytes but waits for the stream (typically 10–30 µs plus a
-	// host synchronization) and cannot be captured in a CUDA graph. Hot paths whose indices are known to be
-	// valid set this flag; the kernel then still never touches memory
-	// outside its tensors: a sequence whose bounds or slot are out of range
-	// is skipped (like a pad slot) and reported through ErrorFlag. Host
-	// calls are always checked (it costs nothing there).
+	// host synchronization) and cannot be captured in a CUDA graph. Hot
+	// paths whose indices are known to be valid set this flag; the kernel
+	// then still never touches memory outside its tensors, whatever the
+	// indices hold, and reports bad indices through ErrorFlag (see there
+	// for what is and is not detected). Host calls are always checked (it
+	// costs nothing there).
 	AssumeValidIndices bool
 
 	// ErrorFlag, when set, is an int32 [1] tensor on the device where the
-	// kernel ORs 1 when a slot index is beyond the pool, 2 when cu_seqlens
-	// is out of order or inconsistent with T, and 4 when a decode step's
-	// NumAcceptedTokens or CacheSeqlens entry is out of range (that
-	// sequence is skipped). The caller zeroes it and reads it when
+	// kernel ORs
+	//   - 1 when a slot index is beyond the pool: that sequence is skipped
+	//     (like a pad slot);
+	//   - 2 when cu_seqlens does not start at 0, decreases or does not end
+	//     at T. A sequence whose bounds fall outside [0, T] or end before
+	//     they start is skipped, but blocks find their sequence by a binary
+	//     search that assumes cu_seqlens never decreases, so with a
+	//     decreasing entry other sequences may be skipped too, and rows of
+	//     y may be left unwritten or written by more than one sequence's
+	//     window: y and the states are then undefined;
+	//   - 4 when a decode step's NumAcceptedTokens or CacheSeqlens entry is
+	//     out of range: that sequence is skipped.
+	// A slot used by more than one sequence is not reported: those
+	// sequences' states race. The caller zeroes the flag and reads it when
 	// convenient. It is never written by host calls.
 	ErrorFlag *tensor.Tensor
 }
@@ -373,7 +384,7 @@ func (p *plan) setOutputs(vd *tensor.Validator, names []string, outs []*tensor.T
 	parts := []int{p.dim}
 	p.split = [2]int{p.dim, p.dim}
 	if len(outs) == 3 {
-		vd.Tensor(names[0], outs[0])
+		vd.Tensor(names[0], outs[0]).Rank(len(p.lead) + 1)
 		if vd.Err() != nil {
 			return
 		}
@@ -413,7 +424,6 @@ func (p *plan) setPool(vd *tensor.Validator, name string, pool *tensor.Tensor, i
 	p.stateNames = [2]string{name, name}
 	vd.Check(pool.Dim(2) == p.dim && p.stateLen >= p.width-1, name,
 		"has shape %v, want [n_slots, state_len ≥ W−1 = %d, dim = %d]", pool.Shape(), p.width-1, p.dim)
-	vd.Check(p.nSlots <= math.MaxInt32 && pool.Stride(1) <= math.MaxInt32, name, "has shape %v, beyond int32 indexing", pool.Shape())
 	if idx == nil {
 		vd.Check(p.nSlots >= p.nSeqs, name, "has %d slots for %d sequences and no %s to map them", p.nSlots, p.nSeqs, idxName)
 		return
@@ -435,6 +445,14 @@ func (p *plan) finish(vd *tensor.Validator, s *cuda.Stream, o Options) error {
 		p.stateLen = p.stateIn.Dim(1)
 	}
 	vd.Optional("ErrorFlag", o.ErrorFlag).Shape(1).DType(tensor.I32)
+	// The kernel takes the slot count and the column stride of a state
+	// tensor as int32.
+	for i, st := range []*tensor.Tensor{p.stateIn, p.stateOut} {
+		if st != nil {
+			vd.Check(st.Dim(0) <= math.MaxInt32 && st.Stride(1) <= math.MaxInt32, p.stateNames[i],
+				"has shape %v and strides %v, beyond int32 indexing", st.Shape(), st.Strides())
+		}
+	}
 	names := []string{"x", "w", "bias", "", "", "", p.stateNames[0], p.stateNames[1], "CuSeqlens", p.slotsName, "HasInitialState", "ErrorFlag", p.modeName}
 	copy(names[3:6], p.outNames)
 	all := []*tensor.Tensor{p.x, p.w, p.bias, p.outs[0], p.outs[1], p.outs[2], p.stateIn, p.stateOut, p.cu, p.slots, p.hasInit, o.ErrorFlag, p.modeIdx}

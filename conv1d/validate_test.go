@@ -211,6 +211,14 @@ func TestValidation(t *testing.T) {
 			v := Varlen{CuSeqlens: b.named("cu_seqlens")}
 			return ForwardSplit(nil, tensor.New(bf16, 8, 8), b.named("k"), b.named("v"), b.named("x"), b.named("w"), nil, v, Options{})
 		}, "has key_dim 8"},
+		{"split q rank 0", splBase, func(b *built) error {
+			v := Varlen{CuSeqlens: b.named("cu_seqlens")}
+			return ForwardSplit(nil, tensor.New(bf16), b.named("k"), b.named("v"), b.named("x"), b.named("w"), nil, v, Options{})
+		}, "argument q: has rank 0"},
+		{"update split q rank 0", testCase{op: opUpdateSplit, dt: bf16, width: 3, keyDim: 4, valueDim: 8, batch: 2, nSlots: 2}, func(b *built) error {
+			return UpdateSplit(nil, tensor.New(bf16), b.named("k"), b.named("v"), b.named("x"), b.named("w"), nil,
+				Decode{ConvStates: b.named("conv_states")}, Options{})
+		}, "argument q: has rank 0"},
 		{"split v shape", splBase, func(b *built) error {
 			v := Varlen{CuSeqlens: b.named("cu_seqlens")}
 			return ForwardSplit(nil, b.named("q"), b.named("k"), tensor.New(bf16, 8, 7), b.named("x"), b.named("w"), nil, v, Options{})
@@ -221,6 +229,29 @@ func TestValidation(t *testing.T) {
 		{"dense states shorter than W-1", testCase{op: opDense, dt: bf16, width: 4, dim: 8, batch: 2, seqLen: 3}, func(b *built) error {
 			return ForwardDense(nil, b.named("y"), b.named("x"), b.named("w"), nil, tensor.New(bf16, 2, 2, 8), nil, Options{})
 		}, "argument initialStates: has shape [2 2 8], want [2, state_len ≥ W−1 = 3, 8]"},
+		// A single state column leaves its stride free: no storage is needed
+		// for one beyond int32.
+		{"dense initial states column stride", testCase{op: opDense, dt: bf16, width: 2, dim: 8, batch: 1, seqLen: 3}, func(b *built) error {
+			st, err := tensor.NewStrided(bf16, []int{1, 1, 8}, []int{1 << 31, 1 << 31, 1})
+			if err != nil {
+				return err
+			}
+			return ForwardDense(nil, b.named("y"), b.named("x"), b.named("w"), nil, st, nil, Options{})
+		}, "argument initialStates: has shape [1 1 8] and strides [2147483648 2147483648 1], beyond int32"},
+		{"dense final states column stride", testCase{op: opDense, dt: bf16, width: 2, dim: 8, batch: 1, seqLen: 3}, func(b *built) error {
+			st, err := tensor.NewStrided(bf16, []int{1, 1, 8}, []int{1 << 31, 1 << 31, 1})
+			if err != nil {
+				return err
+			}
+			return ForwardDense(nil, b.named("y"), b.named("x"), b.named("w"), nil, nil, st, Options{})
+		}, "argument finalStates: has shape [1 1 8] and strides [2147483648 2147483648 1], beyond int32"},
+		{"update pool column stride", testCase{op: opUpdate, dt: bf16, width: 2, dim: 8, batch: 1, nSlots: 1}, func(b *built) error {
+			st, err := tensor.NewStrided(bf16, []int{1, 1, 8}, []int{1 << 31, 1 << 31, 1})
+			if err != nil {
+				return err
+			}
+			return upd(b, nil, nil, nil, st, nil)
+		}, "argument ConvStates: has shape [1 1 8] and strides [2147483648 2147483648 1], beyond int32"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.base.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
@@ -294,6 +325,9 @@ func TestErrorFlag(t *testing.T) {
 		{"slot beyond pool", i32s(0, 3, 8), i32s(1, 9), 1},
 		{"cu_seqlens short of T", i32s(0, 3, 7), i32s(1, 2), 2},
 		{"cu_seqlens beyond T", i32s(0, 3, 9), i32s(1, 2), 2},
+		// The slot search never lands on sequence 1; sequence 2 rewrites rows
+		// of sequence 0.
+		{"cu_seqlens decreasing", i32s(0, 8, 3, 8), i32s(1, 2, 3), 2},
 		{"valid", i32s(0, 3, 8), i32s(1, 2), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,9 +2,11 @@ package rope
 
 import (
 	_ "embed"
+	"fmt"
 	"math"
 
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/tensor"
 )
@@ -56,8 +58,9 @@ func b2i(b bool) int {
 
 var ropeFuncs = jit.Funcs[spec]{Kernel: spec.kernel}
 
-// maxGrid bounds the batch and the heads of the [B, H, S, D] layout
-// (gridDim.z and gridDim.y).
+// maxGrid is CUDA's limit on gridDim.y and gridDim.z (gridDim.x may reach
+// math.MaxInt32). It bounds the batch and the heads of the [B, H, S, D]
+// layout; launchGrid checks the grid a launch really needs.
 const maxGrid = 65535
 
 // aligned reports whether n-element accesses of size-byte elements at ptr
@@ -261,14 +264,37 @@ type kernelArgs struct {
 	s1                             [2]int // token, head strides
 }
 
+// launchGrid returns the grid of launch cfg over a, whose heads hold nc
+// chunks each. Where the grid exceeds CUDA's limits it returns an ArgError
+// of op naming arg: gridDim.y, a share of the heads times cfg.cb blocks of
+// chunks, grows with both the head count and the head dim.
+func launchGrid(cfg launchCfg, a kernelArgs, nc int, op, arg string) (cuda.Dim3, error) {
+	heads := a.n0 + a.n1
+	g := [3]int{intmath.CeilDiv(a.ntok, int(cfg.block.Z)), intmath.CeilDiv(heads, cfg.hb) * cfg.cb, a.batch}
+	if cfg.flat {
+		g = [3]int{intmath.CeilDiv(a.ntok*cfg.hb*nc, cfg.threads), 1, 1}
+	}
+	if g[0] > math.MaxInt32 || g[1] > maxGrid || g[2] > maxGrid {
+		return cuda.Dim3{}, &tensor.ArgError{Op: op, Arg: arg, Msg: fmt.Sprintf(
+			"%d heads of head dim %d need a launch grid of %d × %d × %d blocks; CUDA allows at most %d × %d × %d",
+			heads, a.d, g[0], g[1], g[2], math.MaxInt32, maxGrid, maxGrid)}
+	}
+	return cuda.Dim3{X: uint32(g[0]), Y: uint32(g[1]), Z: uint32(g[2])}, nil
+}
+
 // launch runs one specialization of rope.cu on s (nil: default stream);
 // spreadHeads says a token's heads are adjacent in memory (see pickLaunch).
-func launch(s *cuda.Stream, dev *cuda.Device, sp spec, a kernelArgs, spreadHeads bool) error {
+// op and arg name the call and its data argument in errors.
+func launch(s *cuda.Stream, dev *cuda.Device, sp spec, a kernelArgs, spreadHeads bool, op, arg string) error {
 	if s == nil {
 		s = dev.DefaultStream()
 	}
-	heads := a.n0 + a.n1
-	cfg := pickLaunch(dev.Props(), a.ntok*a.batch, heads, a.half/sp.v, 2*sp.v*sp.dt.Size(), spreadHeads)
+	heads, nc := a.n0+a.n1, a.half/sp.v
+	cfg := pickLaunch(dev.Props(), a.ntok*a.batch, heads, nc, 2*sp.v*sp.dt.Size(), spreadHeads)
+	grid, err := launchGrid(cfg, a, nc, op, arg)
+	if err != nil {
+		return err
+	}
 	sp.hpt, sp.cs, sp.flat = cfg.hpt, cfg.cs, cfg.flat
 	sp.evict = cfg.evict && sp.da == 16 // only 16-byte reads take the policy
 	if cfg.occ > 0 {
@@ -281,12 +307,6 @@ func launch(s *cuda.Stream, dev *cuda.Device, sp spec, a kernelArgs, spreadHeads
 	fn, err := ropeFuncs.Get(dev, sp)
 	if err != nil {
 		return err
-	}
-	bz := int(cfg.block.Z)
-	grid := cuda.Dim3{X: uint32((a.ntok + bz - 1) / bz), Y: uint32((heads + cfg.hb - 1) / cfg.hb * cfg.cb), Z: uint32(a.batch)}
-	if cfg.flat {
-		units := a.ntok * cfg.hb * (a.half / sp.v)
-		grid = cuda.Dim3{X: uint32((units + cfg.threads - 1) / cfg.threads), Y: 1, Z: 1}
 	}
 	args := cuda.NewArgs().Ptr(a.src0).Ptr(a.dst0).Ptr(a.qk1).Ptr(a.pos).Ptr(a.cos).Ptr(a.sin).
 		I64(int64(a.cosRow)).I64(int64(a.sinRow)).I64(int64(a.maxPos)).
@@ -334,7 +354,7 @@ func launchQK(s *cuda.Stream, q, k, positions, cosSin *tensor.Tensor, r int, sty
 	tables := []region{{uint64(a.cos), []int{a.cosRow}}, {uint64(a.sin), []int{a.sinRow}}}
 	sp := spec{dt: q.DType(), cdt: cosSin.DType(), pos: positions.DType(), style: style}
 	sp.v, sp.da = pickPairs(style, q.DType(), cosSin.DType(), half, data, tables)
-	return launch(s, q.Device(), sp, a, true)
+	return launch(s, q.Device(), sp, a, true, "rope.RotateQK", "q")
 }
 
 // launchBHSD writes device y = RoPE(x) (validated arguments, non-empty).
@@ -353,5 +373,5 @@ func launchBHSD(s *cuda.Stream, y, x, cos, sin *tensor.Tensor, r int, style Styl
 	if r < a.d && !tensor.Same(y, x) {
 		sp.pass = pickPass(x.DType(), r, a.d, data)
 	}
-	return launch(s, x.Device(), sp, a, false)
+	return launch(s, x.Device(), sp, a, false, "rope.Rope", "x")
 }

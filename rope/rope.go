@@ -29,6 +29,7 @@ package rope
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/tensor"
@@ -95,7 +96,7 @@ func checkRotary(v *tensor.Validator, arg string, d int, o Options) int {
 // MQA have Hk < Hq). positions is [T] int64 or int32. cosSin is
 // [maxPos, r]: cos in columns [0, r/2), sin in [r/2, r), fp32 or q's dtype
 // (vLLM's cos_sin_cache). q and k may have any token and head strides (e.g.
-// views into a fused qkv buffer) but must not overlap each other.
+// views into a fused qkv buffer) but must not share an element.
 //
 // Positions must lie in [0, maxPos): host positions are checked for free,
 // device positions by copying them back unless o.TrustPositions is set (see
@@ -214,23 +215,33 @@ func Rope(s *cuda.Stream, y, x, cos, sin *tensor.Tensor, o Options) error {
 	return launchBHSD(s, y, x, cos, sin, r, o.Style)
 }
 
-// disjointQK reports whether q and k share no element. Spans that overlap
-// are still disjoint when both are row-strided views of one buffer (a fused
-// qkv) whose per-token windows do not meet: same token stride W, and k's
-// window [a, a+ek) mod W clear of q's [0, eq) (or the reverse).
+// disjointQK reports whether q and k share no element, the same way for
+// host and device tensors. Spans that overlap are still disjoint when both
+// are row-strided views of one buffer (a fused qkv) whose per-token windows
+// do not meet: same token stride W, and k's window [a, a+ek) mod W clear of
+// q's [0, eq) (or the reverse).
 func disjointQK(q, k *tensor.Tensor) bool {
 	if !tensor.Overlap(q, k) {
 		return true
 	}
-	if !q.IsDevice() || q.Stride(0) != k.Stride(0) {
+	if q.Stride(0) != k.Stride(0) {
 		return false
 	}
-	size := q.DType().Size()
-	qp, kp := int64(q.Ptr()), int64(k.Ptr())
-	if (kp-qp)%int64(size) != 0 {
+	size := int64(q.DType().Size())
+	off := address(k) - address(q) // overlapping tensors share one allocation
+	if off%size != 0 {
 		return false
 	}
-	return windowsDisjoint((kp-qp)/int64(size), int64(q.Stride(0)), rowExtent(q), rowExtent(k))
+	return windowsDisjoint(off/size, int64(q.Stride(0)), rowExtent(q), rowExtent(k))
+}
+
+// address is the address of t's element 0, on its device or on the host; t
+// has elements.
+func address(t *tensor.Tensor) int64 {
+	if t.IsDevice() {
+		return int64(t.Ptr())
+	}
+	return int64(uintptr(unsafe.Pointer(&t.Bytes()[0])))
 }
 
 // rowExtent is the number of elements one token of a [T, H, D] tensor spans.

@@ -92,6 +92,11 @@ func TestValidation(t *testing.T) {
 			a.pos.SetInt64s([]int64{40, 0, 0, 0, 0})
 		}), "positions[0] = 40 is outside"},
 		{"qk k is q", qk(func(a *qkArgs) { a.k = a.q }), "argument k: overlaps q"},
+		{"qk k is a head of q", qk(func(a *qkArgs) {
+			qkv := tensor.New(tensor.BF16, 5, 4, 16)
+			a.q, _ = qkv.Slice(1, 0, 4)
+			a.k, _ = qkv.Slice(1, 3, 4)
+		}), "argument k: overlaps q"},
 		{"bhsd nil x", bhsd(func(a *bhsdArgs) { a.x = nil }), "argument x: is nil"},
 		{"bhsd x rank", bhsd(func(a *bhsdArgs) { a.x = tensor.New(tensor.F16, 2, 15, 16) }), "argument x: has rank 3"},
 		{"bhsd y shape", bhsd(func(a *bhsdArgs) { a.y = tensor.New(tensor.F16, 2, 3, 6, 16) }), "argument y: has shape [2 3 6 16]"},
@@ -298,6 +303,36 @@ func TestWindowsDisjoint(t *testing.T) {
 	}
 }
 
+// TestFusedQKVHost rotates q [4, 2, 8] and k [4, 1, 8], views on strides
+// (24, 8, 1) of one host qkv buffer with k from element 16 on, as the device
+// path does: their spans overlap but no element is shared. The result must
+// match rotating contiguous copies of q and k.
+func TestFusedQKVHost(t *testing.T) {
+	rng := tensor.SeededRNG(3)
+	qkv := uniform(rng, tensor.F32, 4, 3, 8)
+	q, err := qkv.Slice(1, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := qkv.Slice(1, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wq, wk := tensor.New(tensor.F32, 4, 2, 8), tensor.New(tensor.F32, 4, 1, 8)
+	wq.SetFloat64s(q.Float64s())
+	wk.SetFloat64s(k.Float64s())
+	pos, cache := randomPositions(rng, tensor.I64, 4, 16), CosSinCache(tensor.F32, 16, 8, 1e4)
+	if err := RotateQK(nil, q, k, pos, cache, Options{RotaryDim: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := RotateQK(nil, wq, wk, pos, cache, Options{RotaryDim: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(q.Float64s(), wq.Float64s()) || !slices.Equal(k.Float64s(), wk.Float64s()) {
+		t.Errorf("views of qkv: q %v, k %v; contiguous copies: q %v, k %v", q.Float64s(), k.Float64s(), wq.Float64s(), wk.Float64s())
+	}
+}
+
 func TestPickPairs(t *testing.T) {
 	cases := []struct {
 		name            string
@@ -392,6 +427,42 @@ func TestPickLaunch(t *testing.T) {
 		}
 		if n := b.X * b.Y * b.Z; n > 1024 {
 			t.Errorf("%s: %d threads per block", c.name, n)
+		}
+	}
+}
+
+// TestLaunchGrid checks that a launch whose grid exceeds CUDA's limits is
+// refused with an ArgError before it runs: gridDim.y is a share of the heads
+// times the blocks of chunks, which many heads of a long head dim take past
+// 65535 (x [1, 40000, 1, 4098] bf16 has 2049 chunks, 3 blocks of them, per
+// head).
+func TestLaunchGrid(t *testing.T) {
+	h200 := cuda.Props{SMs: 132, L2Bytes: 60 << 20}
+	cases := []struct {
+		name           string
+		a              kernelArgs
+		nc, chunkBytes int
+		spread         bool
+		want           cuda.Dim3 // zero: refused
+	}{
+		{"bhsd 40000 heads of 4098", kernelArgs{ntok: 1, batch: 1, n0: 40000, d: 4098}, 2049, 4, false, cuda.Dim3{}},
+		{"bhsd 21845 heads of 4098", kernelArgs{ntok: 1, batch: 1, n0: 21845, d: 4098}, 2049, 4, false, cuda.Dim3{X: 1, Y: 65535, Z: 1}},
+		{"bhsd 40000 heads of 4096", kernelArgs{ntok: 1, batch: 1, n0: 40000, d: 4096}, 256, 32, false, cuda.Dim3{X: 1, Y: 40000, Z: 1}},
+		{"qk 160000 heads of 4098", kernelArgs{ntok: 27, batch: 1, n0: 128000, n1: 32000, d: 4098}, 2049, 4, true, cuda.Dim3{}},
+		{"qk flat", kernelArgs{ntok: 4096, batch: 1, n0: 32, n1: 8, d: 128}, 8, 32, true, cuda.Dim3{X: 10240, Y: 1, Z: 1}},
+	}
+	for _, c := range cases {
+		cfg := pickLaunch(h200, c.a.ntok*c.a.batch, c.a.n0+c.a.n1, c.nc, c.chunkBytes, c.spread)
+		got, err := launchGrid(cfg, c.a, c.nc, "rope.Rope", "x")
+		if c.want == (cuda.Dim3{}) {
+			var ae *tensor.ArgError
+			if !errors.As(err, &ae) || ae.Arg != "x" {
+				t.Errorf("%s: got grid %v, error %v; want an ArgError on x", c.name, got, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s: got grid %v, error %v; want %v", c.name, got, err, c.want)
 		}
 	}
 }

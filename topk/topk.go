@@ -11,8 +11,7 @@ package topk
 
 import (
 	_ "embed"
-	"fmt"
-	"sync"
+	"math"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/intmath"
@@ -22,6 +21,15 @@ import (
 
 // MaxK is the largest k TopK accepts.
 const MaxK = maxRadixK
+
+// maxN is the longest row TopK accepts. The radix kernel indexes a row with
+// 32-bit ints, and before comparing them with N it forms a block's slice end
+// (lo + slice ≤ N + maxCluster·8 − 1, slices being rounded up to whole
+// vectors of up to 8 elements) and the start of a thread's next group of
+// loads (up to N − 1 + 1024 threads · 8 elements · radixUnroll). The margin
+// keeps both below 2^31; without it they wrap and the kernel skips or
+// misreads the end of the row.
+const maxN = math.MaxInt32 - maxCluster*8 - 1024*8*radixUnroll
 
 var (
 	//go:embed common.cuh
@@ -37,7 +45,8 @@ var (
 //
 // x is [M, N] f32, bf16 or f16 (its row stride may exceed N); values is
 // [M, k] with x's dtype; indices is [M, k] i32 or i64 (the indices tensor's
-// dtype chooses). 1 ≤ k ≤ min(N, MaxK). Zero rows is a no-op.
+// dtype chooses). 1 ≤ k ≤ min(N, MaxK), and N ≤ 2^31 − 2^15 − 65 (the
+// kernel indexes rows with 32-bit ints). Zero rows is a no-op.
 //
 // The order is torch's: NaN ranks above every number (+inf included), −inf
 // and +inf are ordinary values, and equal values, NaNs among themselves and
@@ -67,6 +76,7 @@ func validate(s *cuda.Stream, values, indices, x *tensor.Tensor, k int) error {
 		return err
 	}
 	m, n := x.Dim(0), x.Dim(1)
+	v.Check(n <= maxN, "x", "has rows of %d elements, more than the %d the kernel can index", n, maxN)
 	v.Check(k >= 1, "k", "is %d, want k ≥ 1", k)
 	v.Check(k <= n, "k", "is %d, more than the row length %d", k, n)
 	v.Check(k <= MaxK, "k", "is %d, more than the largest supported k %d", k, MaxK)
@@ -112,8 +122,6 @@ var (
 		return jit.Kernel{File: "topk/radix.cu", Source: source("radix.cu", radixSrc), Entry: "topk_radix",
 			Defines: jit.Defines(map[string]any{"DTYPE": cType[s.dt], "IDX": cType[s.it], "VEC": s.vec, "THREADS": s.threads, "UNROLL": radixUnroll, "MATCH": 0, "FASTKEY": 1})}
 	}}
-	// sharedSet remembers the dynamic shared memory limit raised per function.
-	sharedSet sync.Map // *cuda.Function → int
 )
 
 // source prepends common.cuh to a kernel's text, with #line marks so that
@@ -146,7 +154,7 @@ func launch(s *cuda.Stream, values, indices, x *tensor.Tensor, k int) error {
 	} else {
 		fn, err = radixFuncs.Get(dev, radixSpec{x.DType(), indices.DType(), c.Vec, c.Threads})
 		if err == nil {
-			err = ensureShared(fn, c.Shared)
+			err = fn.ReserveShared(c.Shared)
 		}
 		cfg = cuda.LaunchConfig{Grid: cuda.Dim3{X: uint32(c.Cluster), Y: uint32(c.GridY), Z: 1}, Block: cuda.D1(c.Threads),
 			Shared: c.Shared, Stream: s, Cluster: cuda.Dim3{X: uint32(c.Cluster), Y: 1, Z: 1}}
@@ -162,20 +170,4 @@ func launch(s *cuda.Stream, values, indices, x *tensor.Tensor, k int) error {
 		a.I32(int32(c.IdxBits)).I32(int32(c.Slice)).I32(int32(c.Cap)).I32(int32(c.SortLen)).I32(int32(c.Subs))
 	}
 	return fn.Launch(cfg, a)
-}
-
-// ensureShared raises fn's dynamic shared memory limit to at least bytes,
-// once per function and size.
-func ensureShared(fn *cuda.Function, bytes int) error {
-	if bytes <= 48<<10 {
-		return nil
-	}
-	if v, ok := sharedSet.Load(fn); ok && v.(int) >= bytes {
-		return nil
-	}
-	if err := fn.SetMaxDynamicShared(bytes); err != nil {
-		return fmt.Errorf("topk: raising shared memory to %d bytes: %w", bytes, err)
-	}
-	sharedSet.Store(fn, bytes)
-	return nil
 }

@@ -52,6 +52,9 @@ func TestValidation(t *testing.T) {
 		{"x nil", "x", func(a *args) { a.x = nil }},
 		{"x rank 3", "x", func(a *args) { a.x = tensor.New(tensor.F32, 2, 2, 16) }},
 		{"x dtype i32", "x", func(a *args) { a.x = tensor.New(tensor.I32, 4, 16) }},
+		{"x rows too long", "x", func(a *args) { // zero rows: no storage
+			a.x, a.values, a.indices = tensor.New(tensor.BF16, 0, maxN+1), tensor.New(tensor.BF16, 0, 3), tensor.New(tensor.I64, 0, 3)
+		}},
 		{"values nil", "values", func(a *args) { a.values = nil }},
 		{"values rank 1", "values", func(a *args) { a.values = tensor.New(tensor.F32, 12) }},
 		{"values short rows", "values", func(a *args) { a.values = tensor.New(tensor.F32, 4, 2) }},
@@ -105,6 +108,11 @@ func TestOverlap(t *testing.T) {
 
 func TestZeroRows(t *testing.T) {
 	err := TopK(nil, tensor.New(tensor.BF16, 0, 4), tensor.New(tensor.I32, 0, 4), tensor.New(tensor.BF16, 0, 9), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The longest row is accepted (TestValidation refuses one element more).
+	err = TopK(nil, tensor.New(tensor.BF16, 0, 4), tensor.New(tensor.I32, 0, 4), tensor.New(tensor.BF16, 0, maxN), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +251,12 @@ func TestPickConfigInvariants(t *testing.T) {
 			}
 		}
 	}
+	// The longest row: the kernel's 32-bit index arithmetic must not wrap.
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+		for _, al := range []bool{false, true} {
+			checkInvariants(t, propsH200, 1, maxN, 50, dt, al)
+		}
+	}
 }
 
 func checkInvariants(t *testing.T, p cuda.Props, m, n, k int, dt tensor.DType, al bool) {
@@ -267,7 +281,9 @@ func checkInvariants(t *testing.T, p cuda.Props, m, n, k int, dt tensor.DType, a
 		c.Cap >= 0 && c.Threads >= radixBins && c.GridY >= 1 && c.GridY <= 65535 &&
 		c.Shared+staticShared <= p.SharedPerBlockOptin && c.Shared+staticShared+reservedShared <= p.SharedPerSM &&
 		c.Subs >= 1 && c.Subs&(c.Subs-1) == 0 && c.Subs <= c.Threads/32 &&
-		c.Shared == c.SortLen*8+c.Cap*8+(2+c.Subs)*radixBins*4
+		c.Shared == c.SortLen*8+c.Cap*8+(2+c.Subs)*radixBins*4 &&
+		// radix.cu's int slice end lo+slice and next load group start
+		c.Cluster*c.Slice <= math.MaxInt32 && n-1+c.Threads*c.Vec*radixUnroll <= math.MaxInt32
 	if !ok {
 		t.Fatalf("%s m=%d n=%d k=%d: bad radix config %+v", where(), m, n, k, c)
 	}
