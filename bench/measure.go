@@ -12,6 +12,7 @@ package bench
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/registry"
@@ -47,7 +48,7 @@ func (o *Options) defaults() {
 
 // Result is one timed case.
 type Result struct {
-	MedianUS float64 // median GPU time per launch, µs
+	MedianUS float64 // median GPU time per launch, µs (see median)
 	MinUS    float64
 	GBs      float64 // Bytes / median
 	TFLOPs   float64 // Flops / median
@@ -103,7 +104,7 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r := Result{MedianUS: times[len(times)/2], MinUS: times[0], Sets: sets, Runs: opt.Runs}
+	r := Result{MedianUS: median(times), MinUS: slices.Min(times), Sets: sets, Runs: opt.Runs}
 	if r.MedianUS > 0 {
 		r.GBs = float64(b.Bytes) / (r.MedianUS * 1e3)
 		r.TFLOPs = float64(b.Flops) / (r.MedianUS * 1e6)

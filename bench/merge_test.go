@@ -77,11 +77,12 @@ func TestMergeRepeatedRuns(t *testing.T) {
 		t.Fatalf("want one entry a case, got %d", len(m.Entries))
 	}
 	e := m.Entries[0]
-	// Runs 1 and 2 measured ours: medians of two are means.
-	if len(e.Samples) != 2 || e.Result.MedianUS != 4.25 || e.Result.MinUS != 4.0 || e.Err != "" {
+	// Runs 1 and 2 measured ours: a median of two is the upper one, as a
+	// median of launches is on both sides.
+	if len(e.Samples) != 2 || e.Result.MedianUS != 4.3 || e.Result.MinUS != 4.0 || e.Err != "" {
 		t.Fatalf("ours: %+v", e)
 	}
-	if e.Torch == nil || e.Torch.EagerUS != 8.5 || e.Torch.CompileUS != 4.2 {
+	if e.Torch == nil || e.Torch.EagerUS != 9 || e.Torch.CompileUS != 4.4 {
 		t.Fatalf("torch: %+v", e.Torch)
 	}
 	if lo, hi := e.compileRange(); lo != 4.0/4.3 || hi != 4.4/4.2 {
@@ -126,5 +127,37 @@ func TestMergeRepeatedRuns(t *testing.T) {
 	f, err := Merge(run(0, 0, 0, 0, 0, "boom"), run(0, 0, 0, 0, 0, "bang"))
 	if err != nil || f.Entries[0].Err != "boom" {
 		t.Fatalf("failed runs: %v %+v", err, f.Entries[0])
+	}
+	// A torch.compile that failed in every run keeps its error: the report
+	// lists it, and the compile cell says so.
+	cf := func(eager float64) *Report {
+		r := run(4.2, 4.0, eager, 0, 0, "")
+		r.Entries[0].Torch.Error = "BackendCompilerFailed: bang"
+		return r
+	}
+	f, err = Merge(cf(8), cf(9), cf(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := f.Entries[0]; e.Torch == nil || e.Torch.EagerUS != 9 || e.Torch.Error != "BackendCompilerFailed: bang" || !f.Failed() {
+		t.Fatalf("compile failures: %+v %+v", e, e.Torch)
+	}
+	var text bytes.Buffer
+	if err := f.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"9.00 failed 2.14× —", "FAILED rmsnorm 1x2048 bf16: torch: BackendCompilerFailed: bang"} {
+		if !strings.Contains(strings.Join(strings.Fields(text.String()), " "), want) {
+			t.Fatalf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	// One that failed in one run and was timed in another has its time,
+	// as our own side has.
+	f, err = Merge(cf(8), run(4.2, 4.0, 9, 4.4, 0, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := f.Entries[0]; e.Torch == nil || e.Torch.CompileUS != 4.4 || e.Torch.Error != "" || f.Failed() {
+		t.Fatalf("a compile failure in one run of two: %+v %+v", e, e.Torch)
 	}
 }

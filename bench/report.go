@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 )
 
@@ -169,12 +168,7 @@ func (r *Report) table() *Table {
 			row = append(row, num("%.0f%%", e.PctSameCopy()))
 		}
 		if torch {
-			eager, compile := dash, dash
-			if e.Torch != nil && e.Torch.Error != "" {
-				eager = "failed"
-			} else if e.Torch != nil {
-				eager, compile = num("%.2f", e.Torch.EagerUS), num("%.2f", e.Torch.CompileUS)
-			}
+			eager, compile := e.torchCells()
 			row = append(row, eager, compile, num("%.2f×", e.SpeedupEager()), num("%.2f×", e.SpeedupCompile()))
 		}
 		if repeated {
@@ -187,6 +181,25 @@ func (r *Report) table() *Table {
 		t.Add(row...)
 	}
 	return t
+}
+
+// torchCells are the entry's PyTorch eager and torch.compile cells: each
+// time PyTorch measured, "failed" for the one its error stopped (eager, or
+// torch.compile after eager succeeded), and a dash for a time not measured.
+func (e Entry) torchCells() (eager, compile string) {
+	if e.Torch == nil {
+		return dash, dash
+	}
+	eager, compile = num("%.2f", e.Torch.EagerUS), num("%.2f", e.Torch.CompileUS)
+	if e.Torch.Error != "" {
+		switch {
+		case e.Torch.EagerUS <= 0:
+			eager = "failed" // torch.compile did not run
+		case e.Torch.CompileUS <= 0:
+			compile = "failed"
+		}
+	}
+	return eager, compile
 }
 
 // ours is the entry's own time cell.
@@ -211,6 +224,11 @@ func (r *Report) failures() []string {
 	return out
 }
 
+// Failed reports whether any case failed, on our side or on PyTorch's (the
+// table then lacks its time): what WriteText and WriteMarkdown list as
+// failures.
+func (r *Report) Failed() bool { return len(r.failures()) > 0 }
+
 // WriteText writes the terminal form: the environment, the table, then
 // every failure.
 func (r *Report) WriteText(w io.Writer) error {
@@ -232,10 +250,11 @@ func (r *Report) WriteText(w io.Writer) error {
 const (
 	methodGPU = `Ours: CUDA events around every launch; a spin kernel queued first so the host runs ahead of the GPU
 and the events measure GPU time, not launch latency; enough independent input sets, rotated, to touch three
-times the L2 (at most 16 sets: a case of less than about 3 MB stays in L2, ours and PyTorch's alike); a warm-up round; the median of the timed launches (200 unless -runs says otherwise). GB/s counts each input read once and each output
-written once; "% of copy" is that over the copy ceiling measured in the same run (the median of 20
-device-to-device copies of 1 GiB, counting bytes read plus bytes written), so an op that mostly reads can pass
-100%. "% of same-size copy" compares with one device-to-device copy that moves as many bytes as the case,
+times the L2 (at most 16 sets: a case of less than about 3 MB stays in L2, ours and PyTorch's alike); a warm-up round; the median of the timed launches (200 unless -runs says otherwise).
+Every median here, of launches or of runs, ours or PyTorch's, is the middle value, of an even count the upper
+of the middle two. GB/s counts each input read once and each output written once; "% of copy" is that over
+the copy ceiling measured in the same run (the median of 20 device-to-device copies of 1 GiB, counting bytes
+read plus bytes written), so an op that mostly reads can pass 100%. "% of same-size copy" compares with one device-to-device copy that moves as many bytes as the case,
 timed the same way (cases of 16 MB and more; each half of the copy rounded up to 64 KiB, since the driver's
 copy runs 4-17% slower on sizes off a 4 KiB grid): a single launch of that size pays its ramp-up and drain
 once, where the 1 GiB copy amortizes them. PyTorch: the same case built by the family's snippet, eagerly and after
@@ -258,8 +277,8 @@ PyTorch in a process of its own, whose torch.compile picks its kernels' configs 
 autotuner, which does not save its picks here); how fast a small kernel is depends on that pick, so one run
 alone can land several percent either way.`
 	methodCPU = `No GPU was used, so these are the CPU path's wall times: each op's parity cases run on host tensors
-(the float64 reference), the median of a few runs, each drawing fresh inputs. They show the host path works;
-they say nothing about the kernels' speed.`
+(the float64 reference), the median of a few runs (of an even count, the upper of the middle two), each
+drawing fresh inputs. They show the host path works; they say nothing about the kernels' speed.`
 )
 
 // WriteMarkdown writes BENCH.md: a heading, the environment, the table,
@@ -347,8 +366,10 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(out)
 }
 
-// ReadJSON reads a report WriteJSON wrote. Derived numbers (GB/s, speedups,
-// % of copy) are recomputed from the measured ones when written again.
+// ReadJSON reads a report WriteJSON wrote. GB/s and TFLOP/s are read as
+// written; the speedups and % of copy, which WriteJSON derives, are not read
+// but derived again from the times and the copy ceiling when the report is
+// written.
 func ReadJSON(r io.Reader) (*Report, error) {
 	var in struct {
 		Env     Env         `json:"env"`
@@ -412,10 +433,11 @@ func Merge(reps ...*Report) (*Report, error) {
 // mergeEntries combines the runs of one case. One run stays as it is. Of
 // several, the runs that measured it count: our time, PyTorch's eager and
 // compiled times and the same-size copy are each the median of the runs
-// that have them (the mean of the middle two for an even count), the fastest
-// launch the fastest of all, bandwidth and FLOP rate follow the median, and
-// Samples keeps every run's times. A case no run measured keeps the first
-// run's error.
+// that have them (see median), the fastest launch the fastest of all,
+// bandwidth and FLOP rate follow the median, and Samples keeps every run's
+// times. A case no run measured keeps the first run's error; so does
+// PyTorch's side where no run has its eager or its torch.compile time (the
+// first PyTorch error of the runs).
 func mergeEntries(es []Entry) Entry {
 	if len(es) == 1 {
 		return es[0]
@@ -459,23 +481,9 @@ func mergeEntries(es []Entry) Entry {
 	eager, compile := pick(func(s Sample) float64 { return s.EagerUS }), pick(func(s Sample) float64 { return s.CompileUS })
 	if eager > 0 || compile > 0 || torchErr != "" {
 		m.Torch = &TorchResult{EagerUS: eager, CompileUS: compile}
-		if eager == 0 && compile == 0 {
+		if eager == 0 || compile == 0 {
 			m.Torch.Error = torchErr
 		}
 	}
 	return m
-}
-
-// median is the middle of v (the mean of the middle two for an even count),
-// 0 for none. It sorts v.
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	sort.Float64s(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
 }

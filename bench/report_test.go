@@ -10,7 +10,8 @@ import (
 )
 
 // fixedReport is a GPU run with one case compared with PyTorch, one whose
-// PyTorch side failed and one that failed to measure.
+// PyTorch side failed, one where only torch.compile failed and one that
+// failed to measure.
 func fixedReport() *Report {
 	return &Report{
 		Env: Env{Device: "NVIDIA H200", Arch: "sm_90a", Driver: "13.0", NVRTC: "13.0",
@@ -22,6 +23,9 @@ func fixedReport() *Report {
 			{Family: "norm", Op: "rmsnorm", Case: "128x128 bf16", Bytes: 65792,
 				Result: Result{MedianUS: 4, MinUS: 3.9, GBs: 16.448, Sets: 16, Runs: 200},
 				Torch:  &TorchResult{Error: "RuntimeError: boom"}},
+			{Family: "norm", Op: "rmsnorm", Case: "64x128 bf16", Bytes: 32896,
+				Result: Result{MedianUS: 3, MinUS: 2.9, GBs: 10.965, Sets: 16, Runs: 200},
+				Torch:  &TorchResult{EagerUS: 9, Error: "BackendCompilerFailed: bang"}},
 			{Family: "act", Op: "silu_and_mul", Case: "4096x256 bf16", Err: "jit: compile failed"},
 		},
 	}
@@ -45,8 +49,10 @@ func TestReportText(t *testing.T) {
 op            case            ours µs  GB/s  % of copy  % of same-size copy  torch eager µs  torch.compile µs  vs eager  vs compile
 rmsnorm       4096x4096 bf16    20.00  3355        84%                  93%           26.78             39.62     1.34×       1.98×
 rmsnorm       128x128 bf16       4.00    16         0%                    —          failed                 —         —           —
+rmsnorm       64x128 bf16        3.00    11         0%                    —            9.00            failed     3.00×           —
 silu_and_mul  4096x256 bf16    failed     —          —                    —               —                 —         —           —
 FAILED rmsnorm 128x128 bf16: torch: RuntimeError: boom
+FAILED rmsnorm 64x128 bf16: torch: BackendCompilerFailed: bang
 FAILED silu_and_mul 4096x256 bf16: jit: compile failed
 `},
 		{"cpu", cpuReport(), `CPU path only (no GPU used) · no driver · no NVRTC · 2026-11-21
@@ -69,6 +75,26 @@ no cases
 	}
 }
 
+// TestReportFailed checks that a failure on either side fails the report.
+func TestReportFailed(t *testing.T) {
+	torchOnly := fixedReport()
+	torchOnly.Entries = torchOnly.Entries[2:3] // ours measured, torch.compile failed
+	for _, tc := range []struct {
+		name string
+		r    *Report
+		want bool
+	}{
+		{"ours and torch failed", fixedReport(), true},
+		{"torch.compile failed", torchOnly, true},
+		{"all measured", &Report{Env: fixedReport().Env, Entries: fixedReport().Entries[:1]}, false},
+		{"cpu", cpuReport(), false},
+	} {
+		if got := tc.r.Failed(); got != tc.want {
+			t.Errorf("%s: Failed() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestReportMarkdown(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -85,6 +111,8 @@ func TestReportMarkdown(t *testing.T) {
 			"| op | case | ours µs | GB/s | % of copy | % of same-size copy | torch eager µs | torch.compile µs | vs eager | vs compile |\n",
 			"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
 			"| rmsnorm | 4096x4096 bf16 | 20.00 | 3355 | 84% | 93% | 26.78 | 39.62 | 1.34× | 1.98× |\n",
+			"| rmsnorm | 64x128 bf16 | 3.00 | 11 | 0% | — | 9.00 | failed | 3.00× | — |\n",
+			"- rmsnorm 64x128 bf16: torch: BackendCompilerFailed: bang\n",
 			"- silu_and_mul 4096x256 bf16: jit: compile failed\n",
 			"## Method\n",
 			"torch.compile(dynamic=False)",
@@ -124,7 +152,7 @@ func TestReportJSON(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
-	if got.CPUOnly || got.Env.Device != "NVIDIA H200" || got.Env.CopyGBs != 4000 || len(got.Entries) != 3 {
+	if got.CPUOnly || got.Env.Device != "NVIDIA H200" || got.Env.CopyGBs != 4000 || len(got.Entries) != 4 {
 		t.Fatalf("env or entries wrong: %+v", got)
 	}
 	for _, tc := range []struct {
@@ -146,7 +174,10 @@ func TestReportJSON(t *testing.T) {
 		{0, "speedup_compile", 39.62 / 20},
 		{1, "torch_error", "RuntimeError: boom"},
 		{1, "speedup_eager", nil},
-		{2, "error", "jit: compile failed"},
+		{2, "torch_eager_us", 9.0},
+		{2, "torch_error", "BackendCompilerFailed: bang"},
+		{2, "speedup_eager", 3.0},
+		{3, "error", "jit: compile failed"},
 	} {
 		v := got.Entries[tc.entry][tc.key]
 		if f, ok := v.(float64); ok {

@@ -3,6 +3,7 @@ package bench
 import (
 	_ "embed"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -24,8 +25,8 @@ const spinPerRun = 12 * time.Microsecond
 // timeRuns times runs calls of launch on s, each between two events. A spin
 // kernel queued first keeps the GPU busy while the host queues them all, so
 // the events see GPU time only. It does this twice and keeps the second
-// round (the first warms clocks and caches). The times come back in µs,
-// sorted.
+// round (the first warms clocks and caches). The times come back in µs, in
+// launch order.
 func timeRuns(dev *cuda.Device, s *cuda.Stream, runs int, launch func(i int) error) ([]float64, error) {
 	spin, err := jit.Get(dev, spinKernel)
 	if err != nil {
@@ -67,8 +68,19 @@ func timeRuns(dev *cuda.Device, s *cuda.Stream, runs int, launch func(i int) err
 			times = append(times, float64(ms)*1e3)
 		}
 	}
-	sort.Float64s(times)
 	return times, nil
+}
+
+// median is the middle of v, the upper of the middle two for an even count
+// (as torch_base.py's time_us takes it, so that both sides of a comparison
+// are the same statistic), 0 for none. It sorts v. Every median of this
+// package, of launches and of runs alike, is this one.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
 }
 
 // Copy-bandwidth measurement: the largest buffer, the smallest that still
@@ -145,7 +157,7 @@ func CopyAt(dev *cuda.Device, moved int64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return float64(2*half) / (times[len(times)/2] * 1e3), nil
+	return float64(2*half) / (median(times) * 1e3), nil
 }
 
 // copyGrain is the unit CopyAt rounds each half of a copy up to.
@@ -186,6 +198,5 @@ func MeasureHost(c registry.Check, runs int) (Result, error) {
 			return Result{}, fmt.Errorf("seed %d: %v", seed, rep)
 		}
 	}
-	sort.Float64s(times)
-	return Result{MedianUS: times[runs/2], MinUS: times[0], Sets: 1, Runs: runs}, nil
+	return Result{MedianUS: median(times), MinUS: slices.Min(times), Sets: 1, Runs: runs}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
@@ -49,6 +50,39 @@ func TestMeasureHost(t *testing.T) {
 				t.Errorf("calls %d, result %+v, want %d runs", calls, r, tc.wantRuns)
 			}
 		})
+	}
+}
+
+// TestMedian holds every median to one convention: the upper of the middle
+// two for an even count, as torch_base.py takes PyTorch's.
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		v    []float64
+		want float64
+	}{{nil, 0}, {[]float64{5}, 5}, {[]float64{4, 1, 3, 2}, 3}, {[]float64{2, 9}, 9}, {[]float64{3, 1, 2}, 2}} {
+		if got := median(tc.v); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.v, got, tc.want)
+		}
+	}
+}
+
+// TestMeasureHostMedian times two runs, one far slower than the other: the
+// median is the slower one, not their mean.
+func TestMeasureHostMedian(t *testing.T) {
+	calls := 0
+	c := registry.Check{Name: "slow second", Run: func(*cuda.Device, *rand.Rand) (check.Report, error) {
+		calls++
+		if calls == 2 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return check.Report{Pass: true, CPUOnly: true}, nil
+	}}
+	r, err := MeasureHost(c, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MedianUS < 20e3 || r.MinUS >= 20e3 {
+		t.Errorf("median %.0f µs, min %.0f µs: want the slower run's time as the median", r.MedianUS, r.MinUS)
 	}
 }
 

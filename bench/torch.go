@@ -48,12 +48,14 @@ type TorchResult struct {
 
 // TorchRequestFor returns the request of a registered benchmark case, timed
 // as r (ours) was: as many input sets rotated, as many launches. It returns
-// false when the case has no PyTorch counterpart.
+// false when the case has no PyTorch counterpart, and when our own
+// measurement failed (r has no sets or runs): there is then no time to
+// compare with, nor a way to time PyTorch alike.
 func TorchRequestFor(id string, b registry.Bench, r Result) (TorchRequest, bool) {
-	if b.Torch == nil {
+	if b.Torch == nil || r.Sets < 1 || r.Runs < 1 {
 		return TorchRequest{}, false
 	}
-	return TorchRequest{ID: id, Op: b.Torch.Op, Args: b.Torch.Args, Sets: max(r.Sets, 1), Runs: max(r.Runs, 1)}, true
+	return TorchRequest{ID: id, Op: b.Torch.Op, Args: b.Torch.Args, Sets: r.Sets, Runs: r.Runs}, true
 }
 
 // TorchScript returns the Python program Torch runs: the harness

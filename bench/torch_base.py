@@ -10,7 +10,8 @@
 # run rotated), then "runs" calls go back to back over the rotated sets,
 # an event between each, behind a spin kernel that keeps the GPU busy while
 # the host queues them (see time_us); twice, keeping the second round; the
-# median. It prints one JSON object per case on stdout.
+# median (of an even count the upper of the middle two, as median in
+# bench/timing.go takes it). It prints one JSON object per case on stdout.
 #
 # triton.testing.do_bench, which an earlier version used, clears the L2 with
 # a 256 MiB memset before each launch. That adds 0.6-1.1 us to a small
@@ -145,7 +146,7 @@ def time_us(fn, input_sets, runs):
                     break
                 spin = min(2 * queued, MAX_SPIN_S)  # the GPU may have waited for the host: again
             times += t
-    return sorted(times)[runs // 2]
+    return sorted(times)[runs // 2]  # the upper middle, as median in bench/timing.go
 
 
 def warm_one(c):

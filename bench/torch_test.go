@@ -92,18 +92,23 @@ func TestTorchScriptOrder(t *testing.T) {
 
 func TestTorchRequestFor(t *testing.T) {
 	args := map[string]any{"rows": 4}
+	measured := Result{MedianUS: 4, Sets: 3, Runs: 100}
+	withTorch := registry.Bench{Name: "x", Torch: &registry.TorchCase{Op: "rmsnorm", Args: args}}
 	for _, tc := range []struct {
 		name string
 		b    registry.Bench
+		r    Result
 		want TorchRequest
 		ok   bool
 	}{
-		{"none", registry.Bench{Name: "x"}, TorchRequest{}, false},
-		{"case", registry.Bench{Name: "x", Torch: &registry.TorchCase{Op: "rmsnorm", Args: args}},
-			TorchRequest{ID: "id", Op: "rmsnorm", Args: args, Sets: 3, Runs: 100}, true},
+		{"none", registry.Bench{Name: "x"}, measured, TorchRequest{}, false},
+		{"case", withTorch, measured, TorchRequest{ID: "id", Op: "rmsnorm", Args: args, Sets: 3, Runs: 100}, true},
+		// Our measurement failed: PyTorch would be timed with nothing to
+		// compare with, and not as ours was.
+		{"ours failed", withTorch, Result{}, TorchRequest{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := TorchRequestFor("id", tc.b, Result{Sets: 3, Runs: 100})
+			got, ok := TorchRequestFor("id", tc.b, tc.r)
 			if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %v %v, want %v %v", got, ok, tc.want, tc.ok)
 			}

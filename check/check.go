@@ -2,12 +2,15 @@
 // takes host tensors, runs the op once on the host (the reference, in
 // float64) and once on the device with poisoned outputs, and compares
 // element by element: max-abs error, relative L2 error, NaN and unwritten
-// elements. Integer outputs must match exactly.
+// elements. Integer outputs must match exactly. Without a device, Run
+// checks that the host path wrote every element of each poisoned output,
+// float or integer.
 package check
 
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/gokittens/kittens/cuda"
@@ -156,37 +159,35 @@ func Exact(name string, got, want []int64) Report {
 	return r
 }
 
-// unwritten counts elements whose bytes are all 0xFF, the poison pattern no
-// kernel or reference produces for a float output.
-func unwritten(t *tensor.Tensor) int {
-	if !t.DType().IsFloat() {
-		return 0
-	}
-	size := t.DType().Size()
-	v, _ := t.View(tensor.U8, []int{t.Numel(), size}, []int{size, 1})
-	if !t.Contiguous() {
-		return unwrittenStrided(t)
-	}
-	n := 0
-	b := v.Bytes()
-	for i := 0; i+size <= len(b); i += size {
-		all := true
-		for j := range size {
-			all = all && b[i+j] == 0xFF
-		}
-		if all {
-			n++
-		}
-	}
-	return n
-}
+// poisonByte is the byte Poison (tensor.Tensor.Poison) fills an output's
+// storage with; an element whose bytes all still hold it was never written.
+// In a float dtype of two bytes or more that pattern is a NaN with the sign
+// and every payload bit set, which no operation produces unless an input
+// holds it (a NaN it makes has the default payload, such as 0xFFC00000 in
+// f32 on amd64); in the one-byte fp8 formats it is the negative NaN. In an integer dtype it is
+// −1 (255 in u8): poison an integer output only where the op never writes
+// that value (topk's indices lie in [0, N)).
+const poisonByte = 0xFF
 
-// unwrittenStrided counts poisoned elements of a strided float tensor
-// through its values: all-ones is a NaN with every payload bit set.
-func unwrittenStrided(t *tensor.Tensor) int {
+// unwritten counts the elements of host tensor t, of any dtype and layout,
+// whose bytes all hold poisonByte. It reads t's bytes through a u8 view with
+// one more dimension, the bytes of each element.
+func unwritten(t *tensor.Tensor) int {
+	size := t.DType().Size()
+	shape := append(slices.Clone(t.Shape()), size)
+	strides := make([]int, len(shape))
+	for i, st := range t.Strides() {
+		strides[i] = st * size
+	}
+	strides[len(strides)-1] = 1
+	v, err := t.View(tensor.U8, shape, strides)
+	if err != nil {
+		panic(err) // the bytes of a valid tensor's elements form a valid u8 layout
+	}
+	b := v.Int64s()
 	n := 0
-	for _, x := range t.Float64s() {
-		if math.IsNaN(x) && math.Signbit(x) {
+	for i := 0; i < len(b); i += size {
+		if !slices.ContainsFunc(b[i:i+size], func(x int64) bool { return x != poisonByte }) {
 			n++
 		}
 	}
@@ -197,11 +198,23 @@ func unwrittenStrided(t *tensor.Tensor) int {
 // shape), which of them the op writes, and the op call itself.
 type Spec struct {
 	Tensors []*tensor.Tensor
-	Names   []string          // one per tensor, for reports
-	Outputs []int             // tensors to compare after the run
-	Poison  []int             // pure outputs: poisoned before each run
-	Tol     map[int]Tolerance // per output; default ForDType of the output
-	Run     func(ts []*tensor.Tensor) error
+	Names   []string // one per tensor, for reports
+	Outputs []int    // tensors to compare after the run
+	// Poison lists the pure outputs: poisoned before each run, then
+	// checked for elements that still hold the poison (see poisonByte).
+	Poison []int
+	Tol    map[int]Tolerance // per output; default ForDType of the output
+	Run    func(ts []*tensor.Tensor) error
+}
+
+// unwritten counts the elements of output i (on the host) that still hold
+// the poison: none for an output the spec does not poison, such as one the
+// op updates in place.
+func (s Spec) unwritten(i int, t *tensor.Tensor) int {
+	if !slices.Contains(s.Poison, i) {
+		return 0
+	}
+	return unwritten(t)
 }
 
 func clone(t *tensor.Tensor) *tensor.Tensor {
@@ -211,7 +224,9 @@ func clone(t *tensor.Tensor) *tensor.Tensor {
 }
 
 // Run executes a Spec: the host path gives the reference; with a device, the
-// device path runs on copies and is compared with it.
+// device path runs on copies and is compared with it. With a nil device the
+// host path runs alone, and only the poisoned outputs are checked: for
+// elements it never wrote.
 func Run(dev *cuda.Device, s Spec) (Report, error) {
 	ref := make([]*tensor.Tensor, len(s.Tensors))
 	for i, t := range s.Tensors {
@@ -226,7 +241,7 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 	if dev == nil {
 		var rs []Report
 		for _, i := range s.Outputs {
-			u := unwritten(ref[i])
+			u := s.unwritten(i, ref[i])
 			rs = append(rs, Report{Name: s.Names[i], Elements: ref[i].Numel(), Unwritten: u, Pass: u == 0, CPUOnly: true,
 				Worst: fmt.Sprintf("%d elements never written", u)})
 		}
@@ -272,7 +287,7 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 		} else {
 			r = Exact(s.Names[i], got.Int64s(), ref[i].Int64s())
 		}
-		r.Unwritten = unwritten(got)
+		r.Unwritten = s.unwritten(i, got)
 		if r.Unwritten > 0 {
 			r.Pass = false
 		}

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"testing"
@@ -73,7 +74,7 @@ func double(writeAll bool) func(ts []*tensor.Tensor) error {
 }
 
 func TestRunHostPath(t *testing.T) {
-	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16, tensor.I64, tensor.I32, tensor.I8, tensor.U8} {
 		in := tensor.New(dt, 3, 5)
 		in.FillNormal(tensor.SeededRNG(1), 0, 1)
 		spec := Spec{Tensors: []*tensor.Tensor{in, tensor.New(dt, 3, 5)}, Names: []string{"x", "y"},
@@ -91,6 +92,57 @@ func TestRunHostPath(t *testing.T) {
 		Run: func([]*tensor.Tensor) error { return errors.New("bad shape") }}
 	if _, err := Run(nil, spec); err == nil {
 		t.Fatal("an op error was swallowed")
+	}
+}
+
+// TestUnwrittenStrided checks strided outputs (a gap after each row) the
+// same way as contiguous ones: by the exact poison pattern. A negative NaN
+// the op computes (Inf−Inf on amd64 gives 0xFFC00000) is written, an element
+// left poisoned is not, and the gaps do not count.
+func TestUnwrittenStrided(t *testing.T) {
+	for _, tc := range []struct {
+		dt  tensor.DType
+		nan func(b []byte)
+	}{
+		{tensor.F32, func(b []byte) { binary.LittleEndian.PutUint32(b, 0xFFC00000) }},
+		{tensor.BF16, func(b []byte) { binary.LittleEndian.PutUint16(b, 0xFFC0) }},
+		{tensor.F16, func(b []byte) { binary.LittleEndian.PutUint16(b, 0xFE00) }},
+	} {
+		in := tensor.New(tc.dt, 3, 5)
+		in.FillNormal(tensor.SeededRNG(2), 0, 1)
+		out, err := tensor.NewStrided(tc.dt, []int{3, 5}, []int{8, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := Spec{Tensors: []*tensor.Tensor{in, out}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
+			Run: func(ts []*tensor.Tensor) error {
+				if err := double(true)(ts); err != nil {
+					return err
+				}
+				tc.nan(ts[1].Bytes()[8*tc.dt.Size():]) // row 1, column 0
+				return nil
+			}}
+		if r, err := Run(nil, spec); err != nil || !r.Pass || r.Unwritten != 0 {
+			t.Errorf("%v: a computed negative NaN counts as unwritten: %v %v", tc.dt, r, err)
+		}
+		spec.Run = double(false)
+		if r, _ := Run(nil, spec); r.Pass || r.Unwritten != 1 {
+			t.Errorf("%v: want the one unwritten element of a strided output: %v", tc.dt, r)
+		}
+	}
+}
+
+// TestUnwrittenOnlyPoisoned checks that an output the spec does not poison
+// (here a byte copy of a value, which may be 0xFF) is not taken for
+// unwritten.
+func TestUnwrittenOnlyPoisoned(t *testing.T) {
+	spec := Spec{Tensors: []*tensor.Tensor{tensor.New(tensor.U8, 4)}, Names: []string{"bits"}, Outputs: []int{0},
+		Run: func(ts []*tensor.Tensor) error {
+			ts[0].SetInt64s([]int64{0xFF, 0x7F, 0xFF, 0})
+			return nil
+		}}
+	if r, err := Run(nil, spec); err != nil || !r.Pass || r.Unwritten != 0 {
+		t.Fatalf("an unpoisoned output's 0xFF bytes count as unwritten: %v %v", r, err)
 	}
 }
 

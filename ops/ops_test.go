@@ -5,6 +5,7 @@ import (
 
 	_ "github.com/gokittens/kittens/ops"
 	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/tensor"
 )
 
 // TestEveryOpIsComplete holds every registered op to the pattern: a doc
@@ -41,6 +42,26 @@ func TestEveryOpIsComplete(t *testing.T) {
 	for _, f := range []string{"norm", "act", "softmax", "rope", "topk", "conv1d"} {
 		if !families[f] {
 			t.Errorf("family %s is not linked into ops", f)
+		}
+	}
+}
+
+// TestEveryHostPathWritesItsOutputs runs every parity case on the host path
+// (nil device), which checks each poisoned output, float or integer, for
+// elements still holding the poison: it holds every registered op to
+// writing all of them, and to never writing the poison pattern itself (−1
+// in an integer output, see check.Run).
+func TestEveryHostPathWritesItsOutputs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every parity case on the host (seconds)")
+	}
+	for _, op := range registry.All() {
+		for _, c := range op.Checks {
+			rng, seed := tensor.NewRNG()
+			r, err := c.Run(nil, rng)
+			if err != nil || !r.Pass {
+				t.Errorf("%s %s (seed %d): %v %v", op.Name, c.Name, seed, r, err)
+			}
 		}
 	}
 }

@@ -25,7 +25,9 @@ type Op struct {
 
 // Check is one parity case. Run draws fresh inputs from rng, runs the op on
 // dev and on the host (the CPU reference) and compares them. With a nil dev
-// it runs the host path alone and checks that every output was written.
+// it runs the host path alone and checks that it wrote every element of the
+// outputs it poisons first (check.Spec.Poison: the pure outputs, float or
+// integer; an output updated in place cannot be checked so).
 type Check struct {
 	Name string
 	Run  func(dev *cuda.Device, rng *rand.Rand) (check.Report, error)

@@ -12,7 +12,8 @@ import (
 // bench times every selected op: on the GPU each benchmark case with
 // bench.Measure after measuring the copy ceiling (and, with -vs torch,
 // PyTorch on the same cases in the same run); without a GPU the host path
-// of each parity case.
+// of each parity case. A case that failed, ours or PyTorch's, fails the
+// command.
 func (c *cli) bench(args []string) int {
 	fs := c.flags("bench")
 	sel := selectionFlags(fs)
@@ -27,7 +28,7 @@ func (c *cli) bench(args []string) int {
 		fmt.Fprintf(c.stderr, "kittens bench: -vs %q: only \"torch\" is known\n", *vs)
 		return exitUsage
 	}
-	ops, dev, ok := c.resolve(fs, sel)
+	ops, dev, ok := c.resolve(fs, sel, true)
 	if !ok {
 		return exitUsage
 	}
@@ -50,26 +51,11 @@ func (c *cli) bench(args []string) int {
 			status = exitFail
 		}
 	}
-	for _, e := range rep.Entries {
-		if e.Err != "" {
-			status = exitFail
-		}
+	if rep.Failed() { // ours or PyTorch's: the table lacks a time
+		status = exitFail
 	}
-	if err := rep.WriteText(c.stdout); err != nil {
-		fmt.Fprintln(c.stderr, "kittens bench:", err)
-		return exitFail
-	}
-	for _, out := range []struct {
-		path  string
-		write func(io.Writer) error
-	}{{*write, rep.WriteMarkdown}, {*jsonPath, rep.WriteJSON}} {
-		if out.path == "" {
-			continue
-		}
-		if err := writeFile(out.path, out.write); err != nil {
-			fmt.Fprintln(c.stderr, "kittens bench:", err)
-			status = exitFail
-		}
+	if !c.emit("bench", rep.WriteText, output{*write, rep.WriteMarkdown}, output{*jsonPath, rep.WriteJSON}) {
+		status = exitFail
 	}
 	return status
 }
@@ -124,9 +110,10 @@ func entry(op *registry.Op, name string, r bench.Result, err error) bench.Entry 
 }
 
 // compareTorch runs PyTorch on every case of ops that has a TorchCase and
-// attaches the results to entries, which benchDevice filled in the same
-// order. An error (no Python, no torch, a crash) is reported on stderr and
-// returned; the entries keep what came back.
+// that we measured (bench.TorchRequestFor), and attaches the results to
+// entries, which benchDevice filled in the same order. An error (no
+// Python, no torch, a crash) is reported on stderr and returned; the
+// entries keep what came back.
 func compareTorch(ops []*registry.Op, entries []bench.Entry, stderr io.Writer) error {
 	var reqs []bench.TorchRequest
 	index := map[string]int{}

@@ -21,22 +21,12 @@ func (c *cli) check(args []string) int {
 	if !c.parse(fs, args) {
 		return exitUsage
 	}
-	ops, dev, ok := c.resolve(fs, sel)
+	ops, dev, ok := c.resolve(fs, sel, false)
 	if !ok {
 		return exitUsage
 	}
 	res := checkResults{Env: bench.Describe(dev), Rows: runChecks(dev, ops, c.stderr)}
-	if err := res.writeText(c.stdout); err != nil {
-		fmt.Fprintln(c.stderr, "kittens check:", err)
-		return exitFail
-	}
-	if *write != "" {
-		if err := writeFile(*write, res.writeMarkdown); err != nil {
-			fmt.Fprintln(c.stderr, "kittens check:", err)
-			return exitFail
-		}
-	}
-	if res.failed() > 0 {
+	if !c.emit("check", res.writeText, output{*write, res.writeMarkdown}) || res.failed() > 0 {
 		return exitFail
 	}
 	return exitOK
@@ -71,9 +61,13 @@ func (r checkRow) detail() string {
 	return r.Report.String()
 }
 
-// errCell formats an error figure; the CPU path compares nothing.
-func (r checkRow) errCell(v float64) string {
-	if r.Report.CPUOnly || r.Err != nil {
+// compared reports whether the row has error figures: the case ran and
+// was compared with the reference (the CPU path compares nothing).
+func (r checkRow) compared() bool { return r.Err == nil && !r.Report.CPUOnly }
+
+// errCell formats an error figure, or a dash where none was compared.
+func errCell(v float64, compared bool) string {
+	if !compared {
 		return "—"
 	}
 	return fmt.Sprintf("%.3g", v)
@@ -111,25 +105,30 @@ func (r *checkResults) failed() int {
 func (r *checkResults) caseTable() *bench.Table {
 	t := &bench.Table{Header: []string{"op", "case", "max|Δ|", "rel", "result"}, Align: "llrrl"}
 	for _, row := range r.Rows {
-		t.Add(row.Op, row.Case, row.errCell(row.Report.MaxAbs), row.errCell(row.Report.RelNorm), row.result())
+		t.Add(row.Op, row.Case, errCell(row.Report.MaxAbs, row.compared()), errCell(row.Report.RelNorm, row.compared()), row.result())
 	}
 	return t
 }
 
-// opTable has one row per op: cases passed, the worst errors, the status.
-// Both the absolute and the relative error are shown: cases with huge inputs
-// (values near 1e30, to check that finite inputs stay finite) have large
-// absolute differences that are one unit in the last place.
+// opTable has one row per op: cases passed, the worst errors over the
+// cases that were compared, the status. Both the absolute and the relative
+// error are shown: cases with huge inputs (values near 1e30, to check that
+// finite inputs stay finite) have large absolute differences that are one
+// unit in the last place.
 func (r *checkResults) opTable() *bench.Table {
 	t := &bench.Table{Header: []string{"family", "op", "cases passed", "worst max|Δ|", "worst rel", "status"}, Align: "llrrrl"}
 	for i := 0; i < len(r.Rows); {
-		j, passed, worst, worstRel := i, 0, 0.0, 0.0
+		j, passed, compared, worst, worstRel := i, 0, false, 0.0, 0.0
 		for ; j < len(r.Rows) && r.Rows[j].Op == r.Rows[i].Op; j++ {
-			if r.Rows[j].pass() {
+			row := r.Rows[j]
+			if row.pass() {
 				passed++
 			}
-			worst = max(worst, r.Rows[j].Report.MaxAbs)
-			worstRel = max(worstRel, r.Rows[j].Report.RelNorm)
+			if row.compared() {
+				compared = true
+				worst = max(worst, row.Report.MaxAbs)
+				worstRel = max(worstRel, row.Report.RelNorm)
+			}
 		}
 		first := r.Rows[i]
 		status := "pass"
@@ -139,7 +138,7 @@ func (r *checkResults) opTable() *bench.Table {
 		case first.Report.CPUOnly:
 			status = "cpu only"
 		}
-		t.Add(first.Family, first.Op, fmt.Sprintf("%d/%d", passed, j-i), first.errCell(worst), first.errCell(worstRel), status)
+		t.Add(first.Family, first.Op, fmt.Sprintf("%d/%d", passed, j-i), errCell(worst, compared), errCell(worstRel, compared), status)
 		i = j
 	}
 	return t
@@ -160,7 +159,7 @@ func (r *checkResults) failures() []string {
 func (r *checkResults) summary() string {
 	s := fmt.Sprintf("%d/%d cases passed", len(r.Rows)-r.failed(), len(r.Rows))
 	if r.Env.CPUOnly() {
-		s += " (CPU path only: host reference run, outputs checked for being written)"
+		s += " (CPU path only: host reference run, its poisoned outputs checked for being written)"
 	}
 	return s
 }

@@ -2,16 +2,24 @@
 //
 //	kittens info                      the driver, NVRTC and GPU this machine has
 //	kittens list                      every registered op and its cases
-//	kittens check [-op RE] [-cpu] [-write KERNELS.md]
+//	kittens check [-op RE] [-case RE] [-cpu] [-write KERNELS.md]
 //	                                  parity of every op with its CPU reference
-//	kittens bench [-op RE] [-cpu] [-vs torch] [-write BENCH.md] [-json FILE] [-runs N]
+//	kittens bench [-op RE] [-case RE] [-cpu] [-vs torch] [-write BENCH.md] [-json FILE] [-runs N]
 //	                                  time every op, optionally beside PyTorch
 //	kittens report [-write BENCH.md] RUN.json...
 //	                                  merge bench runs split to fit a time limit
 //
 // Without a GPU (or with -cpu), check and bench run the CPU path (the host
-// reference of every parity case) and say so. Results go to stdout, progress to stderr.
-// The exit status is 1 when a case fails, 2 on a usage error.
+// reference of every parity case) and say so. -case picks cases of the
+// kind the command runs: parity cases for check and for bench on the CPU
+// path, benchmark cases for bench on a GPU. Results go to stdout, progress
+// to stderr; -write and -json files are written even when stdout fails,
+// each whole or not at all.
+//
+// The exit status is 1 when a case fails or could not run, on either side
+// of a PyTorch comparison (bench -vs torch, and report of such runs: the
+// table then lacks a time), or when an output could not be written; 2 on a
+// usage error, a pattern that selects no case of the command included.
 package main
 
 import (
@@ -20,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -51,8 +60,9 @@ type command struct {
 var commands = []command{
 	{"info", "", "the driver, NVRTC, GPU and kernel cache of this machine", (*cli).info},
 	{"list", "", "every registered op with its parity and benchmark cases", (*cli).list},
-	{"check", "[-op RE] [-cpu] [-write FILE]", "run every op's parity cases against the CPU reference", (*cli).check},
-	{"bench", "[-op RE] [-cpu] [-vs torch] [-write FILE] [-json FILE] [-runs N]", "time every op's benchmark cases", (*cli).bench},
+	{"check", "[-op RE] [-case RE] [-cpu] [-write FILE]", "run every op's parity cases against the CPU reference", (*cli).check},
+	{"bench", "[-op RE] [-case RE] [-cpu] [-vs torch] [-write FILE] [-json FILE] [-runs N]",
+		"time every op's benchmark cases (without a GPU: the host path of its parity cases)", (*cli).bench},
 	{"report", "[-write FILE] RUN.json...", "merge the JSON of several bench runs into one report", (*cli).report},
 }
 
@@ -117,20 +127,70 @@ type selection struct {
 func selectionFlags(fs *flag.FlagSet) selection {
 	return selection{
 		pattern: fs.String("op", "", "run only ops whose name or family/name matches this regular expression (e.g. ^norm/)"),
-		cases:   fs.String("case", "", "run only the cases whose name matches this regular expression (e.g. '^1x7168 ')"),
-		cpu:     fs.Bool("cpu", false, "run the CPU path even when a GPU is present"),
+		cases: fs.String("case", "", "run only the cases whose name matches this regular expression (e.g. '^1x7168 '): "+
+			"parity cases for check and for bench on the CPU path, benchmark cases for bench on a GPU"),
+		cpu: fs.Bool("cpu", false, "run the CPU path even when a GPU is present"),
 	}
 }
 
-// resolve returns the selected ops and the device to run them on (nil: the
-// CPU path). It returns false after reporting a pattern that is no use.
-func (c *cli) resolve(fs *flag.FlagSet, sel selection) ([]*registry.Op, *cuda.Device, bool) {
-	ops, err := selectOps(*sel.pattern, *sel.cases)
+// caseKind is the kind of case a command runs.
+type caseKind int
+
+const (
+	parityCases caseKind = iota // check, and bench on the CPU path
+	benchCases                  // bench on a GPU
+)
+
+func (k caseKind) String() string {
+	if k == benchCases {
+		return "benchmark"
+	}
+	return "parity"
+}
+
+// runners says what runs cases of kind k, for messages.
+func (k caseKind) runners() string {
+	if k == benchCases {
+		return "kittens bench on a GPU"
+	}
+	return "kittens check and the CPU path of kittens bench"
+}
+
+// names returns the names of op's cases of kind k.
+func (k caseKind) names(op *registry.Op) []string {
+	if k == benchCases {
+		return caseNames(op.Benches, benchName)
+	}
+	return caseNames(op.Checks, checkName)
+}
+
+// resolve returns the selected ops, each with only the cases of the kind
+// the command runs (benchmark cases on a GPU when benches is set, parity
+// cases otherwise), and the device to run them on (nil: the CPU path). It
+// returns false after reporting a pattern that is no use: invalid, or one
+// that selects no case to run.
+func (c *cli) resolve(fs *flag.FlagSet, sel selection, benches bool) ([]*registry.Op, *cuda.Device, bool) {
+	m, err := newMatcher(*sel.pattern, *sel.cases)
+	var ops []*registry.Op
+	if err == nil {
+		ops, err = m.ops()
+	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
 		return nil, nil, false
 	}
 	dev := c.device(*sel.cpu)
+	kind, here := parityCases, fs.Name()
+	switch {
+	case benches && dev != nil:
+		kind, here = benchCases, fs.Name()+" on a GPU"
+	case benches:
+		here = "the CPU path of " + fs.Name()
+	}
+	if ops, err = m.cases(ops, kind, here); err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
+		return nil, nil, false
+	}
 	if dev != nil {
 		// Build the selected families' kernels up front, in parallel; what a
 		// family does not list compiles on first use.
@@ -145,11 +205,14 @@ func (c *cli) resolve(fs *flag.FlagSet, sel selection) ([]*registry.Op, *cuda.De
 	return ops, dev, true
 }
 
-// selectOps returns the registered ops whose name or family/name matches
-// pattern (all when it is empty), each with only its check and benchmark
-// cases whose names match casePattern (all when it is empty; an op left
-// with no case is dropped). A pattern that selects nothing is an error.
-func selectOps(pattern, casePattern string) ([]*registry.Op, error) {
+// matcher holds the compiled -op and -case patterns.
+type matcher struct {
+	pattern, casePattern string
+	re, caseRe           *regexp.Regexp
+}
+
+// newMatcher compiles the -op and -case patterns (empty: match everything).
+func newMatcher(pattern, casePattern string) (*matcher, error) {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("-op: %w", err)
@@ -158,31 +221,85 @@ func selectOps(pattern, casePattern string) ([]*registry.Op, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-case: %w", err)
 	}
+	return &matcher{pattern: pattern, casePattern: casePattern, re: re, caseRe: caseRe}, nil
+}
+
+// ops returns the registered ops whose name or family/name matches the -op
+// pattern. A pattern that matches none is an error.
+func (m *matcher) ops() ([]*registry.Op, error) {
 	var out []*registry.Op
-	named := 0
 	for _, op := range registry.All() {
-		if !re.MatchString(op.Name) && !re.MatchString(op.Family+"/"+op.Name) {
-			continue
+		if m.re.MatchString(op.Name) || m.re.MatchString(op.Family+"/"+op.Name) {
+			out = append(out, op)
 		}
-		named++
-		if casePattern != "" {
-			sel := *op
-			sel.Checks = matching(op.Checks, checkName, caseRe)
-			sel.Benches = matching(op.Benches, benchName, caseRe)
-			if len(sel.Checks)+len(sel.Benches) == 0 {
-				continue
-			}
-			op = &sel
-		}
-		out = append(out, op)
 	}
-	switch {
-	case named == 0 && pattern != "":
-		return nil, fmt.Errorf("-op %q matches no registered op", pattern)
-	case len(out) == 0 && casePattern != "":
-		return nil, fmt.Errorf("-case %q matches no case of the selected ops", casePattern)
+	if len(out) == 0 && m.pattern != "" {
+		return nil, fmt.Errorf("-op %q matches no registered op", m.pattern)
 	}
 	return out, nil
+}
+
+// cases returns ops, each with only its cases whose names match the -case
+// pattern (both kinds), dropping an op left with no case of kind, the kind
+// that here (the command, in words) runs. When the patterns leave no case
+// of kind at all, that is an error that says why: what they select of the
+// other kind, which something else runs, or else how the selected ops'
+// cases of kind are named. Without -op and -case it is not an error: the
+// command then says that there is no case.
+func (m *matcher) cases(ops []*registry.Op, kind caseKind, here string) ([]*registry.Op, error) {
+	var out []*registry.Op
+	other := 0 // selected cases of the other kind
+	for _, op := range ops {
+		sel := *op
+		sel.Checks = matching(op.Checks, checkName, m.caseRe)
+		sel.Benches = matching(op.Benches, benchName, m.caseRe)
+		n, o := len(sel.Checks), len(sel.Benches)
+		if kind == benchCases {
+			n, o = o, n
+		}
+		other += o
+		if n > 0 {
+			out = append(out, &sel)
+		}
+	}
+	if len(out) > 0 || (m.pattern == "" && m.casePattern == "") {
+		return out, nil
+	}
+	var flags []string
+	if m.pattern != "" {
+		flags = append(flags, fmt.Sprintf("-op %q", m.pattern))
+	}
+	if m.casePattern != "" {
+		flags = append(flags, fmt.Sprintf("-case %q", m.casePattern))
+	}
+	what := strings.Join(flags, " ")
+	otherKind := parityCases
+	if kind == parityCases {
+		otherKind = benchCases
+	}
+	if other > 0 {
+		cases := fmt.Sprintf("%d %s cases", other, otherKind)
+		if other == 1 {
+			cases = fmt.Sprintf("one %s case", otherKind)
+		}
+		return nil, fmt.Errorf("%s selects no %s case, the kind %s runs, but %s (for %s)",
+			what, kind, here, cases, otherKind.runners())
+	}
+	var names []string
+	for _, op := range ops {
+		for _, n := range kind.names(op) {
+			names = append(names, fmt.Sprintf("%q", n))
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s selects no %s case: the ops it selects have none", what, kind)
+	}
+	const shown = 3
+	if len(names) > shown {
+		names = append(names[:shown], fmt.Sprintf("… (%d in all)", len(names)))
+	}
+	return nil, fmt.Errorf("%s selects no %s case; the selected ops' %s cases are named like %s",
+		what, kind, kind, strings.Join(names, ", "))
 }
 
 // matching returns the cases whose name matches re.
@@ -192,6 +309,15 @@ func matching[C any](cases []C, name func(C) string, re *regexp.Regexp) []C {
 		if re.MatchString(name(c)) {
 			out = append(out, c)
 		}
+	}
+	return out
+}
+
+// caseNames returns the names of cases.
+func caseNames[C any](cases []C, name func(C) string) []string {
+	out := make([]string, len(cases))
+	for i, c := range cases {
+		out[i] = name(c)
 	}
 	return out
 }
@@ -235,12 +361,55 @@ func benchesOf(op *registry.Op) []registry.Bench { return op.Benches }
 func checkName(c registry.Check) string          { return c.Name }
 func benchName(b registry.Bench) string          { return b.Name }
 
-// writeFile writes a report through fn to path.
+// output is a file a command writes when its flag names one.
+type output struct {
+	path  string // "": not asked for
+	write func(io.Writer) error
+}
+
+// emit writes a command's results: text to stdout, then every output asked
+// for, even when stdout fails (a long GPU run keeps its numbers). It reports
+// each error on stderr and returns whether all succeeded.
+func (c *cli) emit(name string, text func(io.Writer) error, outs ...output) bool {
+	ok := true
+	if err := text(c.stdout); err != nil {
+		fmt.Fprintf(c.stderr, "kittens %s: writing the results to stdout: %v\n", name, err)
+		ok = false
+	}
+	for _, out := range outs {
+		if out.path == "" {
+			continue
+		}
+		if err := writeFile(out.path, out.write); err != nil {
+			fmt.Fprintf(c.stderr, "kittens %s: %v\n", name, err)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// writeFile writes a report through fn to path: to a temporary file in the
+// same directory, renamed over path once complete, so that a failure leaves
+// path as it was, never truncated. The file gets mode 0644.
 func writeFile(path string, fn func(io.Writer) error) error {
-	f, err := os.Create(path)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	err = fn(f)
-	return errors.Join(err, f.Close())
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	err = errors.Join(err, f.Close())
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,14 +13,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
-// Two test ops: a copy, right on the host and on a GPU alike, and one whose
-// only case always fails.
+// Three test ops: a copy, right on the host and on a GPU alike, one with a
+// benchmark case only, and one whose only case always fails.
 func init() {
 	copyCase := func(rows, cols int) registry.Check {
 		return registry.Check{Name: fmt.Sprintf("%dx%d f32", rows, cols),
@@ -35,6 +37,8 @@ func init() {
 	registry.Register(&registry.Op{Name: "kittens-test-copy", Family: "kittens-test", Doc: "y = x (a test op)",
 		Checks:  []registry.Check{copyCase(3, 5), copyCase(64, 33)},
 		Benches: []registry.Bench{{Name: "1024x1024 f32", Bytes: 2 * copyBytes, New: newCopy}}})
+	registry.Register(&registry.Op{Name: "kittens-test-bench-only", Family: "kittens-test", Doc: "no parity case (a test op)",
+		Benches: []registry.Bench{{Name: "8x8 f32", Bytes: 2 * copyBytes, New: newCopy}}})
 	registry.Register(&registry.Op{Name: "kittens-test-bad", Family: "kittens-test", Doc: "always fails (a test op)",
 		Checks: []registry.Check{{Name: "broken", Run: func(*cuda.Device, *rand.Rand) (check.Report, error) {
 			return check.Report{}, errors.New("deliberately broken")
@@ -74,13 +78,27 @@ func TestRun(t *testing.T) {
 		nothing bool                // stdout must be empty
 	}{
 		{name: "no command", args: nil, code: exitUsage, stderr: []string{"usage: kittens"}, nothing: true},
-		{name: "help", args: []string{"help"}, code: exitOK, stderr: []string{"kittens bench"}, nothing: true},
+		{name: "help", args: []string{"help"}, code: exitOK, nothing: true,
+			stderr: []string{"kittens check [-op RE] [-case RE] [-cpu]", "kittens bench [-op RE] [-case RE] [-cpu]"}},
 		{name: "unknown command", args: []string{"frobnicate"}, code: exitUsage,
 			stderr: []string{`unknown command "frobnicate"`, "usage: kittens"}, nothing: true},
 		{name: "unknown flag", args: []string{"check", "-frob"}, code: exitUsage, stderr: []string{"-frob"}, nothing: true},
 		{name: "stray argument", args: []string{"list", "extra"}, code: exitUsage, stderr: []string{`unexpected argument "extra"`}},
 		{name: "bad regexp", args: []string{"check", "-op", "("}, code: exitUsage, stderr: []string{"-op"}, nothing: true},
 		{name: "no match", args: []string{"bench", "-op", "^no-such-op$"}, code: exitUsage, stderr: []string{"matches no registered op"}},
+		// A -case that selects only cases the command does not run.
+		{name: "check of a benchmark case", args: []string{"check", "-op", "^kittens-test-", "-case", "^1024x"}, code: exitUsage,
+			stderr: []string{`-op "^kittens-test-" -case "^1024x" selects no parity case, the kind kittens check runs, ` +
+				"but one benchmark case (for kittens bench on a GPU)"}},
+		{name: "bench host path of a benchmark case", args: []string{"bench", "-cpu", "-op", "^kittens-test-copy$", "-case", "^1024x"},
+			code:   exitUsage,
+			stdout: []string{"-cpu: running the CPU path"},
+			stderr: []string{"selects no parity case, the kind the CPU path of kittens bench runs, but one benchmark case"}},
+		{name: "case matches nothing", args: []string{"check", "-op", "^kittens-test-copy$", "-case", "^9x9"}, code: exitUsage,
+			stderr: []string{`-case "^9x9" selects no parity case; the selected ops' parity cases are named like "3x5 f32", "64x33 f32"`}},
+		{name: "op without such cases", args: []string{"bench", "-cpu", "-op", "^kittens-test-bench-only$"}, code: exitUsage,
+			stderr: []string{`-op "^kittens-test-bench-only$" selects no parity case, the kind the CPU path of kittens bench runs, ` +
+				"but one benchmark case"}},
 		{name: "bad -vs", args: []string{"bench", "-vs", "jax"}, code: exitUsage, stderr: []string{`only "torch"`}},
 		{name: "info", args: []string{"info"}, code: exitOK, stdout: []string{"driver", "nvrtc", "device", "jit cache"}},
 		{name: "list", args: []string{"list"}, code: exitOK,
@@ -175,26 +193,41 @@ func TestDefaultDevice(t *testing.T) {
 	}
 }
 
-func TestSelectOps(t *testing.T) {
+// TestSelect selects ops and cases as check (parity cases) and bench on a
+// GPU (benchmark cases) do: a pattern that leaves no case of the kind the
+// command runs is an error.
+func TestSelect(t *testing.T) {
 	for _, tc := range []struct {
 		pattern, cases string
+		kind           caseKind
 		want           []string // names that must be selected, op or op/case
 		not            []string // names that must not
 		err            bool
 	}{
-		{pattern: "", want: []string{"kittens-test-copy", "kittens-test-bad"}},
+		{pattern: "", want: []string{"kittens-test-copy", "kittens-test-bad"}, not: []string{"kittens-test-bench-only"}},
+		{pattern: "", kind: benchCases, want: []string{"kittens-test-copy", "kittens-test-bench-only"}, not: []string{"kittens-test-bad"}},
 		{pattern: "^kittens-test-c", want: []string{"kittens-test-copy"}, not: []string{"kittens-test-bad"}},
 		{pattern: "[", err: true},
 		{pattern: "^nothing-matches$", err: true},
+		{pattern: "^kittens-test-bad$", kind: benchCases, err: true},
 		{pattern: "^kittens-test-", cases: "^3x5 ", want: []string{"kittens-test-copy", "kittens-test-copy/3x5 f32"},
 			not: []string{"kittens-test-bad", "kittens-test-copy/64x33 f32", "kittens-test-copy/1024x1024 f32"}},
-		{pattern: "^kittens-test-", cases: "^1024x", want: []string{"kittens-test-copy/1024x1024 f32"},
+		{pattern: "^kittens-test-", cases: "^1024x", kind: benchCases, want: []string{"kittens-test-copy/1024x1024 f32"},
 			not: []string{"kittens-test-bad", "kittens-test-copy/3x5 f32"}},
+		{pattern: "^kittens-test-", cases: "^1024x", err: true}, // check, or bench's CPU path
+		{pattern: "^kittens-test-", cases: "^3x5 ", kind: benchCases, err: true},
 		{cases: "(", err: true},
 		{cases: "^no such case$", err: true},
 	} {
-		t.Run(tc.pattern+" "+tc.cases, func(t *testing.T) {
-			ops, err := selectOps(tc.pattern, tc.cases)
+		t.Run(fmt.Sprint(tc.pattern, " ", tc.cases, " ", tc.kind), func(t *testing.T) {
+			m, err := newMatcher(tc.pattern, tc.cases)
+			var ops []*registry.Op
+			if err == nil {
+				ops, err = m.ops()
+			}
+			if err == nil {
+				ops, err = m.cases(ops, tc.kind, "the test")
+			}
 			if (err != nil) != tc.err {
 				t.Fatalf("error %v, want error %v", err, tc.err)
 			}
@@ -219,5 +252,127 @@ func TestSelectOps(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReportFailures merges bench runs: one whose cases all measured exits
+// 0, one where only torch.compile failed on a case exits 1 and says so.
+func TestReportFailures(t *testing.T) {
+	dir := t.TempDir()
+	env := bench.Env{Device: "NVIDIA H200", Driver: "13.0", NVRTC: "13.0", CopyGBs: 4000}
+	good := bench.Entry{Family: "kittens-test", Op: "kittens-test-copy", Case: "1024x1024 f32", Bytes: 2 * copyBytes,
+		Result: bench.Result{MedianUS: 5, GBs: 1677.7, Sets: 16, Runs: 200}, Torch: &bench.TorchResult{EagerUS: 6, CompileUS: 7}}
+	compileFailed := good
+	compileFailed.Case = "2048x1024 f32"
+	compileFailed.Torch = &bench.TorchResult{EagerUS: 6, Error: "BackendCompilerFailed: bang"}
+	write := func(name string, entries ...bench.Entry) string {
+		path := filepath.Join(dir, name)
+		if err := writeFile(path, (&bench.Report{Env: env, Entries: entries}).WriteJSON); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	ok, failed := write("ok.json", good), write("failed.json", good, compileFailed)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout []string
+	}{
+		{"all measured", []string{"report", ok}, exitOK, []string{"kittens-test-copy 1024x1024 f32 5.00"}},
+		{"torch.compile failed", []string{"report", ok, failed}, exitFail,
+			[]string{"2048x1024 f32 5.00 1678 42% 6.00 failed 1.20× —", "FAILED kittens-test-copy 2048x1024 f32: torch: BackendCompilerFailed: bang"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != tc.code {
+				t.Errorf("exit status %d, want %d\n%s%s", code, tc.code, stdout.String(), stderr.String())
+			}
+			for _, w := range tc.stdout {
+				if !strings.Contains(squash(stdout.String()), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+// failingWriter stands for a stdout that is gone (a closed pipe).
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestStdoutFails checks that the files asked for are written even when
+// stdout fails, and that the command then fails.
+func TestStdoutFails(t *testing.T) {
+	dir := t.TempDir()
+	md, js, kernels := filepath.Join(dir, "BENCH.md"), filepath.Join(dir, "bench.json"), filepath.Join(dir, "KERNELS.md")
+	for _, tc := range []struct {
+		args  []string
+		files []string
+	}{
+		{[]string{"bench", "-cpu", "-op", "^kittens-test-copy$", "-runs", "1", "-write", md, "-json", js}, []string{md, js}},
+		{[]string{"check", "-cpu", "-op", "^kittens-test-copy$", "-write", kernels}, []string{kernels}},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tc.args, failingWriter{}, &stderr); code != exitFail {
+				t.Errorf("exit status %d, want %d", code, exitFail)
+			}
+			if !strings.Contains(stderr.String(), "writing the results to stdout: broken pipe") {
+				t.Errorf("stderr lacks the stdout error:\n%s", stderr.String())
+			}
+			for _, f := range tc.files {
+				if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), "kittens-test-copy") {
+					t.Errorf("%s: %v\n%s", filepath.Base(f), err, b)
+				}
+			}
+		})
+	}
+}
+
+// TestWriteFileKeepsOldOnError checks that a report that fails halfway
+// leaves the file it would replace as it was, and no temporary file.
+func TestWriteFileKeepsOldOnError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "BENCH.md")
+	if err := writeFile(path, func(w io.Writer) error { _, err := io.WriteString(w, "old\n"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	err := writeFile(path, func(w io.Writer) error {
+		io.WriteString(w, "half a ")
+		return errors.New("report failed")
+	})
+	if err == nil || !strings.Contains(err.Error(), "report failed") {
+		t.Fatalf("error %v, want the report's", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "old\n" {
+		t.Errorf("after a failed write the file holds %q (%v), want the old one", b, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("files left behind: %v", ents)
+	}
+	if err := writeFile(filepath.Join(dir, "no-such-dir", "x.md"), func(io.Writer) error { return nil }); err == nil {
+		t.Error("wrote into a missing directory")
+	}
+}
+
+// TestOpTableWorst checks that an op's worst errors are over the cases that
+// were compared, whichever case errored first.
+func TestOpTableWorst(t *testing.T) {
+	r := checkResults{Rows: []checkRow{
+		{Family: "f", Op: "op", Case: "a", Err: errors.New("launch failed")},
+		{Family: "f", Op: "op", Case: "b", Report: check.Report{MaxAbs: 0.25, RelNorm: 0.001, Pass: true}},
+		{Family: "f", Op: "op", Case: "c", Report: check.Report{MaxAbs: 0.5, RelNorm: 0.0005, Pass: true}},
+		{Family: "f", Op: "cpu", Case: "a", Report: check.Report{Pass: true, CPUOnly: true}},
+	}}
+	var b bytes.Buffer
+	if err := r.opTable().WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| f | op | 2/3 | 0.5 | 0.001 | FAIL |", "| f | cpu | 1/1 | — | — | cpu only |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("op table lacks %q:\n%s", want, b.String())
+		}
 	}
 }

@@ -10,7 +10,8 @@ import (
 // report merges the JSON outputs of several `kittens bench -json` runs on one
 // device (a benchmark split to fit a time limit, or repeated: a case in
 // several runs gets the median of their times, see bench.Merge) into one
-// report: printed, and written as markdown with -write.
+// report: printed, and written as markdown with -write. Like bench, it
+// fails when the merged report lists a failed case, ours or PyTorch's.
 func (c *cli) report(args []string) int {
 	fs := c.flags("report")
 	write := fs.String("write", "", "write the merged report as markdown to this file (BENCH.md)")
@@ -41,15 +42,8 @@ func (c *cli) report(args []string) int {
 		fmt.Fprintln(c.stderr, "kittens report:", err)
 		return exitFail
 	}
-	if err := rep.WriteText(c.stdout); err != nil {
-		fmt.Fprintln(c.stderr, "kittens report:", err)
+	if !c.emit("report", rep.WriteText, output{*write, rep.WriteMarkdown}) || rep.Failed() {
 		return exitFail
-	}
-	if *write != "" {
-		if err := writeFile(*write, rep.WriteMarkdown); err != nil {
-			fmt.Fprintln(c.stderr, "kittens report:", err)
-			return exitFail
-		}
 	}
 	return exitOK
 }
