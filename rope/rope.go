@@ -29,7 +29,6 @@ package rope
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/tensor"
@@ -228,20 +227,11 @@ func disjointQK(q, k *tensor.Tensor) bool {
 		return false
 	}
 	size := int64(q.DType().Size())
-	off := address(k) - address(q) // overlapping tensors share one allocation
+	off, _ := tensor.Distance(q, k) // overlapping tensors share one memory
 	if off%size != 0 {
 		return false
 	}
 	return windowsDisjoint(off/size, int64(q.Stride(0)), rowExtent(q), rowExtent(k))
-}
-
-// address is the address of t's element 0, on its device or on the host; t
-// has elements.
-func address(t *tensor.Tensor) int64 {
-	if t.IsDevice() {
-		return int64(t.Ptr())
-	}
-	return int64(uintptr(unsafe.Pointer(&t.Bytes()[0])))
 }
 
 // rowExtent is the number of elements one token of a [T, H, D] tensor spans.

@@ -214,10 +214,26 @@ func Overlap(a, b *Tensor) bool {
 	if na == 0 || nb == 0 {
 		return false
 	}
-	if a.dev == nil {
-		return overlapRange(addr(&a.host[0]), na, addr(&b.host[0]), nb)
+	return overlapRange(a.base(), na, b.base(), nb)
+}
+
+// Distance returns the bytes from a's element 0 to b's, for two tensors with
+// elements in one memory (the host, or one device), and false otherwise. For
+// views of one buffer it is the offset between them.
+func Distance(a, b *Tensor) (int64, bool) {
+	if a == nil || b == nil || a.dev != b.dev || a.SpanBytes() == 0 || b.SpanBytes() == 0 {
+		return 0, false
 	}
-	return overlapRange(uintptr(a.ptr), na, uintptr(b.ptr), nb)
+	return int64(b.base()) - int64(a.base()), true
+}
+
+// base is the address of element 0 (on its device, or on the host) of a
+// tensor with elements.
+func (t *Tensor) base() uintptr {
+	if t.dev == nil {
+		return addr(&t.host[0])
+	}
+	return uintptr(t.ptr)
 }
 
 // Same reports whether two tensors are the same storage with the same
@@ -227,13 +243,7 @@ func Same(a, b *Tensor) bool {
 	if a == nil || b == nil || a.dev != b.dev || a.dtype != b.dtype || !slices.Equal(a.shape, b.shape) || !slices.Equal(a.strides, b.strides) {
 		return false
 	}
-	if a.SpanBytes() == 0 {
-		return false
-	}
-	if a.dev == nil {
-		return &a.host[0] == &b.host[0]
-	}
-	return a.ptr == b.ptr
+	return a.SpanBytes() > 0 && a.base() == b.base()
 }
 
 func overlapRange(a uintptr, na int, b uintptr, nb int) bool {

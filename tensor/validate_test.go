@@ -159,3 +159,20 @@ func TestOverlapAndSame(t *testing.T) {
 		}
 	}
 }
+
+// TestDistance measures views of one host buffer from each other, and
+// refuses a tensor without elements.
+func TestDistance(t *testing.T) {
+	buf := New(F32, 4, 6)
+	a, _ := buf.Slice(1, 2, 4)
+	b, _ := buf.Slice(0, 1, 3)
+	if d, ok := Distance(a, b); !ok || d != 4*(6-2) {
+		t.Errorf("Distance(a, b) = %d, %v, want %d, true", d, ok, 4*(6-2))
+	}
+	if d, ok := Distance(b, a); !ok || d != -16 {
+		t.Errorf("Distance(b, a) = %d, %v, want -16, true", d, ok)
+	}
+	if _, ok := Distance(buf, New(F32, 0, 6)); ok {
+		t.Error("Distance to a tensor without elements is defined")
+	}
+}
