@@ -74,8 +74,12 @@ func (d *Device) CopyDtoD(dst, src DevicePtr, n int) error {
 }
 
 // CopyHtoD queues a copy of src to dst on the stream. src must stay untouched
-// until the stream has passed the copy.
+// until the stream has passed the copy. Like every copy and memset of
+// Stream and Device, one of zero bytes is a no-op that calls no driver.
 func (s *Stream) CopyHtoD(dst DevicePtr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
 	s.dev.bind()
 	defer unbind()
 	err := newError("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync.call(uintptr(dst), hostPtr(src), uintptr(len(src)), s.h))
@@ -85,6 +89,9 @@ func (s *Stream) CopyHtoD(dst DevicePtr, src []byte) error {
 
 // CopyDtoH queues a copy of device memory into dst on the stream.
 func (s *Stream) CopyDtoH(dst []byte, src DevicePtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
 	s.dev.bind()
 	defer unbind()
 	err := newError("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync.call(hostPtr(dst), uintptr(src), uintptr(len(dst)), s.h))
@@ -94,6 +101,9 @@ func (s *Stream) CopyDtoH(dst []byte, src DevicePtr) error {
 
 // CopyDtoD queues a device-to-device copy of n bytes.
 func (s *Stream) CopyDtoD(dst, src DevicePtr, n int) error {
+	if n == 0 {
+		return nil
+	}
 	s.dev.bind()
 	defer unbind()
 	return newError("cuMemcpyDtoDAsync", cuMemcpyDtoDAsync.call(uintptr(dst), uintptr(src), uintptr(n), s.h))
@@ -101,6 +111,9 @@ func (s *Stream) CopyDtoD(dst, src DevicePtr, n int) error {
 
 // Memset8 queues setting n bytes at dst to v.
 func (s *Stream) Memset8(dst DevicePtr, v byte, n int) error {
+	if n == 0 {
+		return nil
+	}
 	s.dev.bind()
 	defer unbind()
 	return newError("cuMemsetD8Async", cuMemsetD8Async.call(uintptr(dst), uintptr(v), uintptr(n), s.h))
@@ -108,6 +121,9 @@ func (s *Stream) Memset8(dst DevicePtr, v byte, n int) error {
 
 // Memset32 queues setting n 32-bit words at dst (4-byte aligned) to v.
 func (s *Stream) Memset32(dst DevicePtr, v uint32, n int) error {
+	if n == 0 {
+		return nil
+	}
 	s.dev.bind()
 	defer unbind()
 	return newError("cuMemsetD32Async", cuMemsetD32Async.call(uintptr(dst), uintptr(v), uintptr(n), s.h))

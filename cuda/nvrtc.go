@@ -55,7 +55,10 @@ func CompileCUBIN(name, source string, headers []Header, opts []string) ([]byte,
 		uintptr(len(headers)), ptr(&hdrSrc[0]), ptr(&hdrName[0])); r != 0 {
 		return nil, newNVRTCError("nvrtcCreateProgram", r, "")
 	}
-	defer nvrtcDestroyProgram.call(ptr(prog))
+	defer func() {
+		nvrtcDestroyProgram.call(ptr(prog))
+		runtime.KeepAlive(prog) // the library reads and clears *prog
+	}()
 	rc := nvrtcCompileProgram.call(*prog, uintptr(len(opts)), ptr(&optPtrs[0]))
 	log := programLog(*prog)
 	if rc != 0 {
