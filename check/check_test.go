@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gokittens/kittens/tensor"
@@ -132,6 +133,42 @@ func TestUnwrittenStrided(t *testing.T) {
 	}
 }
 
+// TestMarked checks an output the case poisoned in part itself: Run keeps
+// the values of the elements the op must leave, and an element of the
+// poisoned part left as it was counts as unwritten.
+func TestMarked(t *testing.T) {
+	in := tensor.New(tensor.F32, 3, 5)
+	in.FillNormal(tensor.SeededRNG(3), 0, 1)
+	out := tensor.New(tensor.F32, 3, 5)
+	out.FillNormal(tensor.SeededRNG(4), 0, 1)
+	row1 := out.Bytes()[5*4 : 10*4]
+	for i := range row1 {
+		row1[i] = poisonByte
+	}
+	kept := slices.Clone(out.Float64s()[:5])
+	write := func(cols int) func(ts []*tensor.Tensor) error {
+		return func(ts []*tensor.Tensor) error {
+			x, y := ts[0].Float64s(), ts[1].Float64s()
+			if !slices.Equal(y[:5], kept) {
+				return errors.New("row 0 lost its values before the op ran")
+			}
+			for j := range cols {
+				y[5+j] = 2 * x[5+j]
+			}
+			ts[1].SetFloat64s(y)
+			return nil
+		}
+	}
+	spec := Spec{Tensors: []*tensor.Tensor{in, out}, Names: []string{"x", "y"}, Outputs: []int{1}, Marked: []int{1}, Run: write(5)}
+	if r, err := Run(nil, spec); err != nil || !r.Pass || r.Unwritten != 0 {
+		t.Fatalf("the marked row written in full: %v %v", r, err)
+	}
+	spec.Run = write(4)
+	if r, err := Run(nil, spec); err != nil || r.Pass || r.Unwritten != 1 {
+		t.Fatalf("want the one unwritten element of the marked row: %v %v", r, err)
+	}
+}
+
 // TestUnwrittenOnlyPoisoned checks that an output the spec does not poison
 // (here a byte copy of a value, which may be 0xFF) is not taken for
 // unwritten.
@@ -154,5 +191,72 @@ func TestForDTypeOrdering(t *testing.T) {
 			t.Errorf("%v: rtol %g not looser than a wider type's %g", dt, tol.Rtol, prev)
 		}
 		prev = tol.Rtol
+	}
+}
+
+// TestStrayWrites checks that bytes the op may not write are checked: the
+// gap after each row of a strided output (a kernel whose vector stores run
+// past the end of a row) and every byte of an input. Each op here writes
+// every element of y right, so nothing else can fail the case.
+func TestStrayWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stray func(ts []*tensor.Tensor)
+		pass  bool
+	}{
+		{"none", func([]*tensor.Tensor) {}, true},
+		{"gap after row 0", func(ts []*tensor.Tensor) { ts[1].Bytes()[5*4] = 0 }, false},
+		{"gap after row 1, whole element", func(ts []*tensor.Tensor) { copy(ts[1].Bytes()[(8+5)*4:], []byte{0, 0, 0x80, 0x3f}) }, false},
+		{"input", func(ts []*tensor.Tensor) { ts[0].Bytes()[7] ^= 1 }, false},
+	} {
+		in := tensor.New(tensor.F32, 3, 5)
+		in.FillNormal(tensor.SeededRNG(3), 0, 1)
+		out, err := tensor.NewStrided(tensor.F32, []int{3, 5}, []int{8, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := Spec{Tensors: []*tensor.Tensor{in, out}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
+			Run: func(ts []*tensor.Tensor) error {
+				if err := double(true)(ts); err != nil {
+					return err
+				}
+				tc.stray(ts)
+				return nil
+			}}
+		r, err := Run(nil, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Pass != tc.pass || (r.Stray > 0) == tc.pass {
+			t.Errorf("%s: %v (pass %v, stray %d), want pass %v", tc.name, r, r.Pass, r.Stray, tc.pass)
+		}
+	}
+}
+
+// TestForDTypeTwoULPs holds ForDType to its doc: two units in the last
+// place of the format pass, relative to a value at a power of two (where a
+// unit is largest relative to the value), and three do not where the
+// absolute floor is negligible beside the value. f32 outputs get more (see
+// ForDType).
+func TestForDTypeTwoULPs(t *testing.T) {
+	for _, tc := range []struct {
+		dt  tensor.DType
+		ulp float64 // the spacing just above 1
+	}{
+		{tensor.F16, 0x1p-10}, {tensor.BF16, 0x1p-7}, {tensor.F8E4M3, 0x1p-3}, {tensor.F8E5M2, 0x1p-2},
+	} {
+		tol := ForDType(tc.dt)
+		for _, c := range []struct {
+			want, units float64
+			pass        bool
+		}{{0.5, 2, true}, {1, 2, true}, {256, 2, true}, {256, 3, false}} {
+			got := c.want * (1 + c.units*tc.ulp)
+			if tensor.Round(tc.dt, got) != got {
+				t.Fatalf("%v: %g is not representable", tc.dt, got)
+			}
+			if r := Compare("y", []float64{got}, []float64{c.want}, tol); (r.Bad == 0) != c.pass {
+				t.Errorf("%v: %g units above %g: bad %d, want pass %v", tc.dt, c.units, c.want, r.Bad, c.pass)
+			}
+		}
 	}
 }

@@ -79,6 +79,7 @@ type built struct {
 	names   []string
 	outputs []int
 	exact   []int // outputs that are plain copies: compared with zero tolerance
+	marked  []int // outputs whose rows the op must write hold the poison (check.Spec.Marked)
 	call    func(s *cuda.Stream, ts []*tensor.Tensor, o Options) error
 	bytes   int64 // fewest bytes moved
 }
@@ -276,6 +277,7 @@ func (c testCase) build(rng *rand.Rand, fill func(*tensor.Tensor, float64)) *bui
 			poisonRows(o, len(l.lead), l.written)
 			iOut[i] = bd.add(outNames[i], o)
 			bd.outputs = append(bd.outputs, iOut[i])
+			bd.marked = append(bd.marked, iOut[i])
 		}
 	}
 
@@ -424,7 +426,7 @@ func (c testCase) check(dev *cuda.Device, rng *rand.Rand) (check.Report, error) 
 		tol[i] = check.Tolerance{}
 	}
 	return check.Run(dev, check.Spec{
-		Tensors: bd.ts, Names: bd.names, Outputs: bd.outputs, Tol: tol,
+		Tensors: bd.ts, Names: bd.names, Outputs: bd.outputs, Marked: bd.marked, Tol: tol,
 		Run: func(ts []*tensor.Tensor) error { return bd.call(nil, ts, Options{SiLU: c.silu}) },
 	})
 }

@@ -159,7 +159,7 @@ func (r *checkResults) failures() []string {
 func (r *checkResults) summary() string {
 	s := fmt.Sprintf("%d/%d cases passed", len(r.Rows)-r.failed(), len(r.Rows))
 	if r.Env.CPUOnly() {
-		s += " (CPU path only: host reference run, its poisoned outputs checked for being written)"
+		s += " (CPU path only: host reference run, its poisoned outputs checked for being written, every other byte for stray writes)"
 	}
 	return s
 }
