@@ -267,8 +267,9 @@ The machines are shared and vary from run to run; compare numbers of one run (or
 	methodStaleL2 = `Our kernels read launches larger than L2 under an evict-last policy, and a line keeps that
 priority after the kernel ends: a case that follows such a launch finds its inputs evicted ahead of those
 lines (on an H100 up to 7% slower: softmax 16x32768 after softmax 256x262144, rmsnorm 4096x128,
-causal_conv1d_update B32). PyTorch's kernels leave no such lines.`
-	methodL2Reset   = ` Before each case, L2's persisting lines are reset to normal priority (` + "`cuCtxResetPersistingL2Cache`" + `).`
+causal_conv1d_update B32). torch.compile's reductions read under the same policy and leave such lines
+too.`
+	methodL2Reset   = ` Before each case, ours and PyTorch's alike, L2's persisting lines are reset to normal priority (` + "`cuCtxResetPersistingL2Cache`" + `).`
 	methodNoL2Reset = ` These runs did not reset L2's persisting lines between cases.`
 	methodRepeated  = `Cases measured in several runs (` + "`kittens report`" + ` merging runs that repeat them) show the median
 of the runs for every time, ours and PyTorch's alike, and the percentages and ratios are of those medians;

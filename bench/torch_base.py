@@ -13,6 +13,13 @@
 # median (of an even count the upper of the middle two, as median in
 # bench/timing.go takes it). It prints one JSON object per case on stdout.
 #
+# Before each timing, L2's persisting lines are reset to normal priority, as
+# bench.Measure resets them before each of our cases: torch.compile's
+# reductions read under an L2 evict-last policy as our kernels do, and the
+# lines a large case leaves take L2 from the cases after it (PERFORMANCE.md,
+# fifteenth session). Reset on our side alone, PyTorch's small cases after a
+# large one paid for them and ours did not.
+#
 # triton.testing.do_bench, which an earlier version used, clears the L2 with
 # a 256 MiB memset before each launch. That adds 0.6-1.1 us to a small
 # kernel (measured on an H200 for torch.compile's kernels and for ours
@@ -32,6 +39,7 @@
 # save it either: each run's choice is its own, so that the median of
 # several runs (kittens report) is over independent choices, not one
 # choice reused from the first run's cache.
+import ctypes
 import json
 import math
 import multiprocessing
@@ -75,6 +83,21 @@ CHUNK_HOST_S = 2e-3
 MAX_SPIN_S = 0.05
 
 
+_libcuda = None
+
+
+def reset_persisting_l2():
+    """Returns every L2 line an evict-last access left to normal priority
+    (cuCtxResetPersistingL2Cache), as bench.Measure does before our cases."""
+    global _libcuda
+    if _libcuda is None:
+        _libcuda = ctypes.CDLL("libcuda.so.1")
+    torch.cuda.synchronize()  # makes torch's context current on this thread
+    r = _libcuda.cuCtxResetPersistingL2Cache()
+    if r != 0:
+        raise RuntimeError(f"cuCtxResetPersistingL2Cache: CUDA error {r}")
+
+
 def time_us(fn, input_sets, runs):
     """Median GPU time of fn in us, as bench.timeRuns measures ours.
 
@@ -98,8 +121,9 @@ def time_us(fn, input_sets, runs):
     all of them belongs to an fn that waits for the GPU itself (a host
     sync, such as indexing with a CUDA scalar): it is kept as it is, and so
     are the later chunks, at their first spin. Two rounds; the second
-    counts.
+    counts. L2's persisting lines are reset first, as ours are.
     """
+    reset_persisting_l2()
     fn(*input_sets[0])
     try:
         with torch._dynamo.config.patch(error_on_recompile=True):

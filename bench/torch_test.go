@@ -130,3 +130,22 @@ func TestReadTorchLines(t *testing.T) {
 		t.Errorf("passed through %q, want %q", other.String(), want)
 	}
 }
+
+// TestTorchScriptResetsL2 checks that the script resets L2's persisting
+// lines before it times a case, as Measure does before ours: torch.compile's
+// reductions leave evict-last lines too, and without the reset PyTorch's
+// case after a large one paid for them while ours did not.
+func TestTorchScriptResetsL2(t *testing.T) {
+	_, body, ok := strings.Cut(torchBase, "\ndef time_us(")
+	if !ok {
+		t.Fatal("no time_us in torch_base.py")
+	}
+	body, _, _ = strings.Cut(body, "\ndef ")
+	reset, first := strings.Index(body, "\n    reset_persisting_l2()\n"), strings.Index(body, "fn(*input_sets[0])")
+	if reset < 0 || first < 0 || reset > first {
+		t.Errorf("time_us does not reset L2's persisting lines before its first call (reset at %d, first call at %d)", reset, first)
+	}
+	if !strings.Contains(torchBase, "_libcuda.cuCtxResetPersistingL2Cache()") {
+		t.Error("reset_persisting_l2 does not call cuCtxResetPersistingL2Cache")
+	}
+}
