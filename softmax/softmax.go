@@ -6,14 +6,17 @@
 //	y[i, j] = exp(v[i, j] − max_k v[i, k]) / Σ_k exp(v[i, k] − max_k v[i, k]),  v = x·Scale
 //
 // in fp32 on the GPU and float64 on the host, and rounds once to the output
-// dtype. x and y are bf16, f16 or f32 (the same dtype), rank 2, with the last
+// dtype. Both paths take v = x·Scale as an fp32 product, so one past the
+// fp32 range is ±inf (as in torch.softmax(x * scale) for f32 and bf16 x).
+// x and y are bf16, f16 or f32 (the same dtype), rank 2, with the last
 // dimension contiguous; row strides may exceed N. y may be x itself (in
 // place), but must not otherwise share storage with it.
 //
 // Special values follow the spec (kernels-a §3.1), with no special handling:
 // a NaN anywhere in a row makes the whole row NaN, a row of −inf gives NaN
-// (0/0) and +inf gives NaN (inf − inf). N = 1 gives 1 for every finite x.
-// M = 0 or N = 0 does nothing.
+// (0/0) and +inf gives NaN (inf − inf); these are values v, so a row of the
+// lowest finite f32 or bf16 value scaled by 2 is a row of −inf. N = 1 gives
+// 1 for every finite v. M = 0 or N = 0 does nothing.
 //
 // On the device, short rows (up to 512 bf16 or 256 f32 elements when rows
 // are 16-byte aligned) are shared by a few lanes of a warp, many rows per
@@ -28,9 +31,10 @@
 // many as the driver says fit at once) walks them, each loading its next
 // rows while it writes one. Elsewhere, while a row's share fits the registers of its block (up
 // to 131,072 bf16 or 65,536 f32 elements over a cluster), x is read once;
-// longer rows take two passes, the second mostly served from L2. Without
-// clusters, blocks are persistent and load their next rows while reducing
-// the current ones.
+// longer rows take two passes, the second mostly served from L2. Short
+// rows, and rows that take one block and at most 32 bytes of x a thread,
+// run on persistent blocks that load their next rows while reducing the
+// current ones.
 package softmax
 
 import (
@@ -50,9 +54,10 @@ var source string
 // Options tune Softmax.
 type Options struct {
 	// Scale multiplies x before the softmax (a temperature's inverse, or
-	// 1/√d for attention scores); 0 means 1. It must be finite. The device
-	// rounds x·Scale to fp32, so a Scale that is not a power of two adds
-	// up to half an fp32 ulp of |x·Scale| to each exponent.
+	// 1/√d for attention scores); 0 means 1. It must be finite. Both paths
+	// round x·Scale to fp32, so a Scale that is not a power of two adds up
+	// to half an fp32 ulp of |x·Scale| to each exponent, and a product past
+	// the fp32 range is ±inf.
 	Scale float32
 }
 

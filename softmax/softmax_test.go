@@ -81,6 +81,40 @@ func TestReference(t *testing.T) {
 	}
 }
 
+// TestReferenceScaleOverflow checks that the reference rounds x·Scale to
+// fp32, as the kernel does (and torch.softmax(x * scale) does for f32 and
+// bf16 x): a product beyond the fp32 range is ±inf, so a row masked with the
+// lowest finite value and scaled by 2 is a row of −inf (NaN out), and the
+// largest finite value scaled by 2 is +inf (NaN out). Computed in float64,
+// the same rows came out uniform and one-hot, where the device gave NaN.
+func TestReferenceScaleOverflow(t *testing.T) {
+	nan := math.NaN()
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+		big := largestFinite(dt)
+		for _, c := range []struct {
+			name  string
+			x     []float64
+			scale float32
+			want  []float64
+		}{
+			{"masked row scaled to -inf", []float64{-big, -big}, 2, []float64{nan, nan}},
+			{"largest scaled to +inf", []float64{big, 0}, 2, []float64{nan, nan}},
+			{"N=1 scaled to +inf", []float64{big}, 2, []float64{nan}},
+			{"negative scale to +inf", []float64{-big, 0}, -2, []float64{nan, nan}},
+			{"in range", []float64{-big, -big}, 0.5, []float64{0.5, 0.5}},
+		} {
+			x := fromRows(dt, c.x)
+			y := tensor.New(dt, 1, len(c.x))
+			if err := Softmax(nil, y, x, Options{Scale: c.scale}); err != nil {
+				t.Fatal(err)
+			}
+			if r := check.Compare("y", y.Float64s(), c.want, check.ForDType(dt)); !r.Pass {
+				t.Errorf("%s %s: softmax(%v·%v) = %v, want %v: %v", dt, c.name, c.x, c.scale, y.Float64s(), c.want, r)
+			}
+		}
+	}
+}
+
 // TestReferenceBF16 checks the single rounding to bf16: 1/3 rounds to
 // nearest even, not truncated.
 func TestReferenceBF16(t *testing.T) {

@@ -46,7 +46,11 @@ var (
 // x is [M, N] f32, bf16 or f16 (its row stride may exceed N); values is
 // [M, k] with x's dtype; indices is [M, k] i32 or i64 (the indices tensor's
 // dtype chooses). 1 ≤ k ≤ min(N, MaxK), and N ≤ 2^31 − 2^15 − 65 (the
-// kernel indexes rows with 32-bit ints). Zero rows is a no-op.
+// kernel indexes rows with 32-bit ints). On the device, x, values and
+// indices must each span at most 2^31 − 1 elements, and rows that the warp
+// kernel does not take (N > 1024 or k > 32) need thread-block clusters
+// (compute capability 9.0 or later; elsewhere the kernel does not compile
+// and TopK returns that error). Zero rows is a no-op.
 //
 // The order is torch's: NaN ranks above every number (+inf included), −inf
 // and +inf are ordinary values, and equal values, NaNs among themselves and
