@@ -267,12 +267,20 @@ type kernelArgs struct {
 // launchGrid returns the grid of launch cfg over a, whose heads hold nc
 // chunks each. Where the grid exceeds CUDA's limits it returns an ArgError
 // of op naming arg: gridDim.y, a share of the heads times cfg.cb blocks of
-// chunks, grows with both the head count and the head dim.
+// chunks, grows with both the head count and the head dim. It also refuses
+// tokens the kernel cannot index: it takes ntok as an int32, and a 3-D
+// grid's token index, blockIdx.x·blockDim.z + threadIdx.z, is an int that
+// must not pass 2³¹ − 1 in the last block (a flat launch needs no such
+// check: pickLaunch takes it only when all its thread indices fit).
 func launchGrid(cfg launchCfg, a kernelArgs, nc int, op, arg string) (cuda.Dim3, error) {
 	heads := a.n0 + a.n1
 	g := [3]int{intmath.CeilDiv(a.ntok, int(cfg.block.Z)), intmath.CeilDiv(heads, cfg.hb) * cfg.cb, a.batch}
 	if cfg.flat {
 		g = [3]int{intmath.CeilDiv(a.ntok*cfg.hb*nc, cfg.threads), 1, 1}
+	} else if last := int64(g[0])*int64(cfg.block.Z) - 1; a.ntok > math.MaxInt32 || last > math.MaxInt32 {
+		return cuda.Dim3{}, &tensor.ArgError{Op: op, Arg: arg, Msg: fmt.Sprintf(
+			"%d tokens in blocks of %d (token indices up to %d) exceed the kernel's int32 token indexing",
+			a.ntok, cfg.block.Z, last)}
 	}
 	if g[0] > math.MaxInt32 || g[1] > maxGrid || g[2] > maxGrid {
 		return cuda.Dim3{}, &tensor.ArgError{Op: op, Arg: arg, Msg: fmt.Sprintf(

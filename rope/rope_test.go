@@ -450,6 +450,13 @@ func TestLaunchGrid(t *testing.T) {
 		{"bhsd 40000 heads of 4096", kernelArgs{ntok: 1, batch: 1, n0: 40000, d: 4096}, 256, 32, false, cuda.Dim3{X: 1, Y: 40000, Z: 1}},
 		{"qk 160000 heads of 4098", kernelArgs{ntok: 27, batch: 1, n0: 128000, n1: 32000, d: 4098}, 2049, 4, true, cuda.Dim3{}},
 		{"qk flat", kernelArgs{ntok: 4096, batch: 1, n0: 32, n1: 8, d: 128}, 8, 32, true, cuda.Dim3{X: 10240, Y: 1, Z: 1}},
+		// The token index t = blockIdx.x·blockDim.z + threadIdx.z is an int:
+		// 2³¹ tokens (q [2³¹, 1, 2] bf16, 8 GiB) do not fit the int32 ntok,
+		// and 2³¹ − 1 tokens in blocks of 42 (head dim 6) index threads up to
+		// 2³¹ + 39, which wrap negative.
+		{"qk 2^31 tokens", kernelArgs{ntok: 1 << 31, batch: 1, n0: 1, d: 2}, 1, 4, true, cuda.Dim3{}},
+		{"bhsd 2^31-1 tokens of head dim 6", kernelArgs{ntok: 1<<31 - 1, batch: 1, n0: 1, d: 6}, 3, 4, false, cuda.Dim3{}},
+		{"bhsd 2^31-1 tokens of head dim 128", kernelArgs{ntok: 1<<31 - 1, batch: 1, n0: 1, d: 128}, 8, 32, false, cuda.Dim3{X: 1 << 27, Y: 1, Z: 1}},
 	}
 	for _, c := range cases {
 		cfg := pickLaunch(h200, c.a.ntok*c.a.batch, c.a.n0+c.a.n1, c.nc, c.chunkBytes, c.spread)
