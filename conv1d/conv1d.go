@@ -196,6 +196,14 @@ type Decode struct {
 	// where the row keeps the newest W−2 accepted inputs and the L new ones,
 	// so that the next step finds its window at accepted−1 again. With L =
 	// 1 the only valid count is 1: the window is the oldest W−1 columns.
+	//
+	// The step after a Forward or ForwardDense differs from vLLM: those
+	// leave a row's newest inputs in its last columns (see the package
+	// comment), so the window that ends at the newest input starts at
+	// column state_len − (W−1), and the count to pass is state_len − W + 2:
+	// L in vLLM's layout. vLLM passes 1 there, because its prefill writes
+	// the newest W−1 inputs to the first W−1 columns; passing 1 here would
+	// read a window L−1 inputs too old.
 	NumAcceptedTokens *tensor.Tensor
 
 	// CacheSeqlens [B] int32, each ≥ 0, selects the circular-buffer mode of
@@ -370,8 +378,9 @@ func (p *plan) setCore(vd *tensor.Validator, x, w, bias *tensor.Tensor, lead int
 	vd.Check(p.tokens <= math.MaxInt32 && p.x.Stride(0) <= math.MaxInt32, "x", "has %d rows of stride %d, beyond int32", p.tokens, p.x.Stride(0))
 }
 
-// maxDim keeps the channel grid (blocks of at least 32 threads) within
-// CUDA's 65535 limit on gridDim.y.
+// maxDim bounds the channel count, far inside the kernel's int32 channel
+// indices. (The channel blocks run along gridDim.x, whose limit is 2³¹ − 1,
+// so it is not a launch limit.)
 const maxDim = 1 << 20
 
 // setOutputs checks the outputs against x: y [.., dim], or q, k [.., key_dim]

@@ -195,3 +195,44 @@ func TestSplitMatchesPlain(t *testing.T) {
 		t.Error("the split form left different states")
 	}
 }
+
+// TestSpecAfterForward checks the hand-off from prefill to speculative
+// decoding that Decode.NumAcceptedTokens documents: in vLLM's layout
+// (state_len = W−2+L), the step after a Forward passes L, and then
+// continues the sequence exactly as one Forward over all its inputs;
+// vLLM's 1 would read a window L−1 inputs too old.
+func TestSpecAfterForward(t *testing.T) {
+	const width, L = 4, 2
+	w := f32s([]int{1, width}, 1, 10, 100, 1000)
+	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	next := []float64{11, 12}
+
+	// The whole sequence in one call: the outputs of the two new tokens.
+	all := append(append([]float64(nil), xs...), next...)
+	yAll := tensor.New(tensor.F32, len(all), 1)
+	if err := Forward(nil, yAll, f32s([]int{len(all), 1}, all...), w, nil,
+		Varlen{CuSeqlens: i32s(0, int64(len(all)))}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := yAll.Float64s()[len(xs):]
+
+	for _, tc := range []struct {
+		accepted int64
+		same     bool
+	}{{L, true}, {1, false}} {
+		pool := tensor.New(tensor.F32, 1, width-2+L, 1)
+		y := tensor.New(tensor.F32, len(xs), 1)
+		if err := Forward(nil, y, f32s([]int{len(xs), 1}, xs...), w, nil,
+			Varlen{CuSeqlens: i32s(0, int64(len(xs))), ConvStates: pool}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		out := tensor.New(tensor.F32, 1, L, 1)
+		st := Decode{ConvStates: pool, NumAcceptedTokens: i32s(tc.accepted)}
+		if err := Update(nil, out, f32s([]int{1, L, 1}, next...), w, nil, st, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := near(out.Float64s(), want); got != tc.same {
+			t.Errorf("accepted %d after Forward: out %v, one Forward %v; want them equal: %v", tc.accepted, out.Float64s(), want, tc.same)
+		}
+	}
+}
