@@ -306,13 +306,18 @@ func FusedAddRMSNorm(s *cuda.Stream, y, residualOut, x, residual, w *tensor.Tens
 	return j.run(stream(s, x))
 }
 
-// LayerNorm computes, for each row of x [M, N], in two passes over the row
-// (never the E[x²]−μ² form),
+// LayerNorm computes, for each row of x [M, N],
 //
 //	μ = Σ_j x_j/N,  σ² = Σ_j (x_j−μ)²/N,  r = 1/sqrt(σ² + eps),  y_j = (x_j−μ)·r·w_j + b_j
 //
-// into y [M, N]. The bias b may be nil (no bias). o.Mean and o.RStd
-// optionally receive μ and r. y may be x itself.
+// into y [M, N]. The variance is never formed as E[x²]−μ². The CPU
+// reference, f32 rows and rows too long for registers take two passes over
+// the row (the mean, then the centred squares); bf16 and f16 rows held in
+// registers take one pass around a shift, the first element of each warp's
+// (or sub-warp group's) share of the row, which keeps the cancellation
+// below the output's rounding (ONEPASS in norm.cu). The bias b may be nil
+// (no bias). o.Mean and o.RStd optionally receive μ and r. y may be x
+// itself.
 func LayerNorm(s *cuda.Stream, y, x, w, b *tensor.Tensor, o Options) error {
 	j := &job{op: opLayer, weight: weightPlain, y: y, x: x, w: w, b: b, rstd: o.RStd, mean: o.Mean, eps: o.Eps}
 	if err := j.validate("norm.LayerNorm", layerNames, o); err != nil {

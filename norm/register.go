@@ -435,8 +435,10 @@ func (a *allocator) free() {
 // Cases shared by every op: odd and power-of-two N, strided rows (aligned
 // and not), N = 1, rows longer than registers hold (4097 scalar, 65536),
 // large values with an all-zero row, rows holding a NaN or an inf (sub-warp
-// groups and whole blocks), optional outputs, in place.
+// groups and whole blocks), optional outputs, in place, and no rows at all
+// (M = 0, a no-op that must launch nothing and fail nowhere).
 var commonCases = []caseSpec{
+	{rows: 0, n: 64, stats: true},
 	{rows: 128, n: 128, stats: true},
 	{rows: 37, n: 1},
 	{rows: 129, n: 7, stride: 10},
@@ -501,7 +503,7 @@ var ops = []*opDef{
 	{name: "fused_add_rmsnorm", doc: "s = x + residual (rounded); residual_out = s; y = RMSNorm(s); in place as vLLM",
 		kind: opRMS, fused: true, weighted: true, eps: 1e-6, benches: normShapes,
 		cases: with([]caseSpec{{rows: 64, n: 2880, zeroCentered: true, inPlace: true}}, gridStrideCases)},
-	{name: "layernorm", doc: "y = (x−μ)·rstd·w + b, two-pass statistics; optional mean, rstd",
+	{name: "layernorm", doc: "y = (x−μ)·rstd·w + b, centred statistics (never E[x²]−μ²); optional mean, rstd",
 		kind: opLayer, weighted: true, bias: true, eps: 1e-5, benches: normShapes,
 		cases: with([]caseSpec{{rows: 33, n: 1000, mean: 1e3, stats: true}, {rows: 3, n: 65536, mean: 1e3},
 			// A block of the striding grid meets three rows or more, so that
