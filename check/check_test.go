@@ -96,6 +96,26 @@ func TestRunHostPath(t *testing.T) {
 	}
 }
 
+// stridedSpec is y = 2·x for x [3, 5] of dtype dt and a poisoned y [3, 5]
+// with a gap of three elements after each row; after runs once y is written.
+func stridedSpec(t *testing.T, dt tensor.DType, after func(ts []*tensor.Tensor)) Spec {
+	t.Helper()
+	in := tensor.New(dt, 3, 5)
+	in.FillNormal(tensor.SeededRNG(2), 0, 1)
+	out, err := tensor.NewStrided(dt, []int{3, 5}, []int{8, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Spec{Tensors: []*tensor.Tensor{in, out}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
+		Run: func(ts []*tensor.Tensor) error {
+			if err := double(true)(ts); err != nil {
+				return err
+			}
+			after(ts)
+			return nil
+		}}
+}
+
 // TestUnwrittenStrided checks strided outputs (a gap after each row) the
 // same way as contiguous ones: by the exact poison pattern. A negative NaN
 // the op computes (Inf−Inf on amd64 gives 0xFFC00000) is written, an element
@@ -109,20 +129,9 @@ func TestUnwrittenStrided(t *testing.T) {
 		{tensor.BF16, func(b []byte) { binary.LittleEndian.PutUint16(b, 0xFFC0) }},
 		{tensor.F16, func(b []byte) { binary.LittleEndian.PutUint16(b, 0xFE00) }},
 	} {
-		in := tensor.New(tc.dt, 3, 5)
-		in.FillNormal(tensor.SeededRNG(2), 0, 1)
-		out, err := tensor.NewStrided(tc.dt, []int{3, 5}, []int{8, 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		spec := Spec{Tensors: []*tensor.Tensor{in, out}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
-			Run: func(ts []*tensor.Tensor) error {
-				if err := double(true)(ts); err != nil {
-					return err
-				}
-				tc.nan(ts[1].Bytes()[8*tc.dt.Size():]) // row 1, column 0
-				return nil
-			}}
+		spec := stridedSpec(t, tc.dt, func(ts []*tensor.Tensor) {
+			tc.nan(ts[1].Bytes()[8*tc.dt.Size():]) // row 1, column 0
+		})
 		if r, err := Run(nil, spec); err != nil || !r.Pass || r.Unwritten != 0 {
 			t.Errorf("%v: a computed negative NaN counts as unwritten: %v %v", tc.dt, r, err)
 		}
@@ -209,21 +218,7 @@ func TestStrayWrites(t *testing.T) {
 		{"gap after row 1, whole element", func(ts []*tensor.Tensor) { copy(ts[1].Bytes()[(8+5)*4:], []byte{0, 0, 0x80, 0x3f}) }, false},
 		{"input", func(ts []*tensor.Tensor) { ts[0].Bytes()[7] ^= 1 }, false},
 	} {
-		in := tensor.New(tensor.F32, 3, 5)
-		in.FillNormal(tensor.SeededRNG(3), 0, 1)
-		out, err := tensor.NewStrided(tensor.F32, []int{3, 5}, []int{8, 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		spec := Spec{Tensors: []*tensor.Tensor{in, out}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
-			Run: func(ts []*tensor.Tensor) error {
-				if err := double(true)(ts); err != nil {
-					return err
-				}
-				tc.stray(ts)
-				return nil
-			}}
-		r, err := Run(nil, spec)
+		r, err := Run(nil, stridedSpec(t, tensor.F32, tc.stray))
 		if err != nil {
 			t.Fatal(err)
 		}
