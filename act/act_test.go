@@ -7,10 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
-	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -251,71 +249,34 @@ func TestZeroRows(t *testing.T) {
 // both layouts.
 func TestGatedVariants(t *testing.T) {
 	dev := gputest.Maybe(t)
-	type shape struct{ rows, d, sx, sy int }
-	type variant struct {
-		o  GatedOptions
-		dt tensor.DType
-		sh shape
+	cases := []caseDef{
+		{name: "d=37 1x74", shape: []int{1, 74}},
+		{name: "d=37 5x74 strides 80,40", shape: []int{5, 74}, xs: []int{80, 1}, ys: []int{40, 1}},
+		{name: "d=40 3x80", shape: []int{3, 80}},
 	}
-	var vs []variant
+	rng, seed := tensor.NewRNG()
 	for kind := range numKinds {
 		for _, layout := range []Layout{Halves, Interleaved} {
 			for _, second := range []bool{false, true} {
-				limit := 0.0
+				o := GatedOptions{Kind: kind, Layout: layout, GateSecond: second}
 				if (layout == Interleaved) != second {
-					limit = 2.5
+					o.Limit = 2.5
 				}
 				for _, dt := range dtypes {
-					for _, sh := range []shape{{1, 37, 74, 37}, {5, 37, 80, 40}, {3, 40, 80, 40}} {
-						vs = append(vs, variant{GatedOptions{Kind: kind, Layout: layout, GateSecond: second, Limit: limit}, dt, sh})
+					for _, c := range cases {
+						ch := parity(c, dt, true, func(y, x *tensor.Tensor) error { return Gated(nil, y, x, o) })
+						t.Run(fmt.Sprintf("%v/%v/gateSecond=%v/limit=%g/%s", kind, layout, second, o.Limit, ch.Name), func(t *testing.T) {
+							r, err := ch.Run(dev, rng)
+							if err != nil {
+								t.Fatal(err)
+							}
+							if !r.Pass {
+								t.Fatalf("seed %d: %v", seed, r)
+							}
+						})
 					}
 				}
 			}
 		}
-	}
-	if dev != nil {
-		// Compile in parallel what the cases will launch (device
-		// allocations are 256-byte aligned).
-		seen := map[spec]bool{}
-		var ks []jit.Kernel
-		for _, v := range vs {
-			p := problem{kind: v.o.Kind, dtype: v.dt, rows: v.sh.rows, cols: v.sh.d, sx: v.sh.sx, sy: v.sh.sy, x: 256, y: 512,
-				gated: true, layout: v.o.Layout, gateSecond: v.o.GateSecond, limit: v.o.Limit, alpha: 1}
-			if sp := p.spec(baseConfig(dev.Props(), p)); !seen[sp] {
-				seen[sp] = true
-				ks = append(ks, sp.kernel())
-			}
-		}
-		if err := jit.Prepare(dev, ks); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rng, seed := tensor.NewRNG()
-	for _, v := range vs {
-		sh := v.sh
-		name := fmt.Sprintf("%v/%v/gateSecond=%v/limit=%g/%v/%dx%d,strides=%d,%d", v.o.Kind, v.o.Layout, v.o.GateSecond,
-			v.o.Limit, v.dt, sh.rows, 2*sh.d, sh.sx, sh.sy)
-		t.Run(name, func(t *testing.T) {
-			x, err := hostTensor(v.dt, []int{sh.rows, 2 * sh.d}, []int{sh.sx, 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			fill(x, rng, fillNormal)
-			y, err := hostTensor(v.dt, []int{sh.rows, sh.d}, []int{sh.sy, 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := check.Run(dev, check.Spec{
-				Tensors: []*tensor.Tensor{x, y}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
-				Tol: map[int]check.Tolerance{1: tolerance(v.dt)},
-				Run: func(ts []*tensor.Tensor) error { return Gated(nil, ts[1], ts[0], v.o) },
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !r.Pass {
-				t.Fatalf("seed %d: %v", seed, r)
-			}
-		})
 	}
 }
