@@ -54,6 +54,7 @@ var (
 	cuDeviceGetAttribute   = &binding{name: "cuDeviceGetAttribute", args: "pii"}
 	cuDeviceTotalMem       = &binding{name: "cuDeviceTotalMem", args: "pi"}
 	cuDevicePrimaryCtxRet  = &binding{name: "cuDevicePrimaryCtxRetain", args: "pi"}
+	cuDevicePrimaryCtxRel  = &binding{name: "cuDevicePrimaryCtxRelease", args: "i"}
 	cuCtxSetCurrent        = &binding{name: "cuCtxSetCurrent", args: "p"}
 	cuCtxGetCurrent        = &binding{name: "cuCtxGetCurrent", args: "p"}
 	cuCtxSynchronize       = &binding{name: "cuCtxSynchronize", args: ""}
@@ -102,7 +103,7 @@ var (
 // bindings lists every entry above, for resolution and for the header test.
 var bindings = []*binding{
 	cuInit, cuDriverGetVersion, cuGetErrorName, cuGetErrorString, cuDeviceGetCount, cuDeviceGet,
-	cuDeviceGetName, cuDeviceGetAttribute, cuDeviceTotalMem, cuDevicePrimaryCtxRet, cuCtxSetCurrent,
+	cuDeviceGetName, cuDeviceGetAttribute, cuDeviceTotalMem, cuDevicePrimaryCtxRet, cuDevicePrimaryCtxRel, cuCtxSetCurrent,
 	cuCtxGetCurrent, cuCtxSynchronize, cuCtxResetPersistingL2, cuMemGetInfo, cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH,
 	cuMemcpyDtoD, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync, cuMemsetD8Async,
 	cuMemsetD32Async, cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuEventCreate,

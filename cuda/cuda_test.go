@@ -560,3 +560,64 @@ func BenchmarkLaunch(b *testing.B) {
 	}
 	s.Synchronize()
 }
+
+// TestOpenReleasesContextOnError: when the device's properties cannot be
+// read, Open hands back the primary context it retained and keeps no
+// Device, so that a later Open starts afresh. The fake driver has one
+// device whose name cannot be read.
+func TestOpenReleasesContextOnError(t *testing.T) {
+	const ordinal, handle = 7, 3
+	retained, released := 0, 0
+	fakeLibrary(t, libDriver, map[*binding]any{
+		cuDeviceGetCount: func(n uintptr) uintptr {
+			*(*int32)(cPointer(n)) = ordinal + 1
+			return 0
+		},
+		cuDeviceGet: func(dev, ord uintptr) uintptr {
+			*(*int32)(cPointer(dev)) = handle
+			return 0
+		},
+		cuDevicePrimaryCtxRet: func(ctx, dev uintptr) uintptr {
+			if int32(dev) == handle {
+				retained++
+			}
+			*(*uintptr)(cPointer(ctx)) = 0xc0
+			return 0
+		},
+		cuDevicePrimaryCtxRel: func(dev uintptr) uintptr {
+			if int32(dev) == handle {
+				released++
+			}
+			return 0
+		},
+		cuDeviceGetName:  func(buf, n, dev uintptr) uintptr { return 999 }, // CUDA_ERROR_UNKNOWN
+		cuGetErrorName:   func(code, str uintptr) uintptr { return 1 },
+		cuGetErrorString: func(code, str uintptr) uintptr { return 1 },
+	})
+	devMu.Lock()
+	saved, had := devices[ordinal]
+	delete(devices, ordinal)
+	devMu.Unlock()
+	t.Cleanup(func() {
+		devMu.Lock()
+		if had {
+			devices[ordinal] = saved
+		} else {
+			delete(devices, ordinal)
+		}
+		devMu.Unlock()
+	})
+	for range 2 {
+		if d, err := Open(ordinal); err == nil || d != nil {
+			t.Fatalf("Open = %v, %v; want an error", d, err)
+		}
+	}
+	if retained != 2 || released != 2 {
+		t.Errorf("primary context retained %d times and released %d; want 2 and 2", retained, released)
+	}
+	devMu.Lock()
+	defer devMu.Unlock()
+	if devices[ordinal] != nil {
+		t.Error("Open kept a device it could not describe")
+	}
+}

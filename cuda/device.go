@@ -101,6 +101,9 @@ func Open(ordinal int) (*Device, error) {
 	}
 	d := &Device{Ordinal: ordinal, handle: *h, ctx: *ctx}
 	if err := d.readProps(); err != nil {
+		// Hand the retained context back: a device that cannot be
+		// described is not kept, and a later Open retains it anew.
+		cuDevicePrimaryCtxRel.call(uintptr(*h))
 		return nil, err
 	}
 	devices[ordinal] = d

@@ -5,33 +5,7 @@ import (
 	"testing"
 	"unsafe"
 	"weak"
-
-	"github.com/ebitengine/purego"
 )
-
-// fakeNVRTC points the NVRTC bindings at Go callbacks for the duration of
-// the test, as if a library had been loaded, and restores them afterwards.
-func fakeNVRTC(t *testing.T, fns map[*binding]any) {
-	t.Helper()
-	initNVRTC() // settle the Once, whatever it finds
-	saved := map[*binding]uintptr{}
-	for _, b := range bindings {
-		if b.lib == libNVRTC {
-			saved[b] = b.fn
-		}
-	}
-	savedErr := nvrtcErr
-	t.Cleanup(func() {
-		for b, fn := range saved {
-			b.fn = fn
-		}
-		nvrtcErr = savedErr
-	})
-	nvrtcErr = nil
-	for b, fn := range fns {
-		b.fn = purego.NewCallback(fn)
-	}
-}
 
 // TestCompileCUBINKeepsProgramAlive: nvrtcDestroyProgram, which CompileCUBIN
 // defers, is handed the address of the Go variable that holds the program
@@ -48,7 +22,7 @@ func TestCompileCUBINKeepsProgramAlive(t *testing.T) {
 		alive    bool
 		destroys int
 	)
-	fakeNVRTC(t, map[*binding]any{
+	fakeLibrary(t, libNVRTC, map[*binding]any{
 		nvrtcCreateProgram: func(prog, src, name, n, hdrs, names uintptr) uintptr {
 			p := (*uintptr)(cPointer(prog))
 			*p = handle

@@ -1,0 +1,41 @@
+package cuda
+
+import (
+	"testing"
+
+	"github.com/ebitengine/purego"
+)
+
+// fakeLibrary points the bindings of library l at Go callbacks for the
+// duration of the test, as if the library had been loaded (whether or not
+// this machine has it), and restores them afterwards.
+func fakeLibrary(t *testing.T, l lib, fns map[*binding]any) {
+	t.Helper()
+	loadErr := &nvrtcErr
+	if l == libDriver {
+		Init() // settle the Once, whatever it finds
+		loadErr = &driverErr
+	} else {
+		initNVRTC()
+	}
+	saved := map[*binding]uintptr{}
+	for _, b := range bindings {
+		if b.lib == l {
+			saved[b] = b.fn
+		}
+	}
+	savedErr := *loadErr
+	t.Cleanup(func() {
+		for b, fn := range saved {
+			b.fn = fn
+		}
+		*loadErr = savedErr
+	})
+	*loadErr = nil
+	for b, fn := range fns {
+		if b.lib != l {
+			t.Fatalf("fakeLibrary: %s is not in library %d", b.name, l)
+		}
+		b.fn = purego.NewCallback(fn)
+	}
+}
