@@ -2,17 +2,24 @@
 // picker needs.
 package intmath
 
+import "math/bits"
+
 // CeilDiv is ⌈a/b⌉ for a ≥ 0, b > 0.
 func CeilDiv(a, b int) int { return (a + b - 1) / b }
 
 // RoundUp rounds a up to a multiple of b.
 func RoundUp(a, b int) int { return CeilDiv(a, b) * b }
 
-// NextPow2 is the smallest power of two ≥ a (1 for a ≤ 1).
+// NextPow2 is the smallest power of two ≥ a (1 for a ≤ 1). It panics where
+// that power does not fit in an int (a > 2^62 on 64-bit machines): callers
+// pass sizes they have already bounded, so such an a is a bug.
 func NextPow2(a int) int {
-	p := 1
-	for p < a {
-		p <<= 1
+	if a <= 1 {
+		return 1
 	}
-	return p
+	n := bits.Len(uint(a - 1))
+	if n >= bits.UintSize-1 {
+		panic("intmath: NextPow2 overflows int")
+	}
+	return 1 << n
 }

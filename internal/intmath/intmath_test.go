@@ -1,6 +1,9 @@
 package intmath
 
-import "testing"
+import (
+	"math/bits"
+	"testing"
+)
 
 func TestHelpers(t *testing.T) {
 	for _, c := range []struct{ a, b, ceil, round int }{{0, 4, 0, 0}, {1, 4, 1, 4}, {4, 4, 1, 4}, {5, 4, 2, 8}, {1023, 32, 32, 1024}} {
@@ -8,9 +11,21 @@ func TestHelpers(t *testing.T) {
 			t.Errorf("%d/%d: ceil %d round %d", c.a, c.b, CeilDiv(c.a, c.b), RoundUp(c.a, c.b))
 		}
 	}
-	for a, want := range map[int]int{0: 1, 1: 1, 2: 2, 3: 4, 16: 16, 17: 32, 1000: 1024} {
+	for a, want := range map[int]int{-5: 1, 0: 1, 1: 1, 2: 2, 3: 4, 16: 16, 17: 32, 1000: 1024,
+		1<<40 + 1: 1 << 41, 1 << (bits.UintSize - 2): 1 << (bits.UintSize - 2)} {
 		if NextPow2(a) != want {
 			t.Errorf("NextPow2(%d) = %d, want %d", a, NextPow2(a), want)
 		}
 	}
+}
+
+// TestNextPow2Overflow: past the largest power of two an int holds,
+// NextPow2 panics instead of looping for ever or wrapping to a negative.
+func TestNextPow2Overflow(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("NextPow2(2^62 + 1) did not panic")
+		}
+	}()
+	NextPow2(1<<(bits.UintSize-2) + 1)
 }
