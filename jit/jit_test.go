@@ -220,6 +220,7 @@ func TestResources(t *testing.T) {
 	if _, _, err := cuda.NVRTCVersion(); err != nil {
 		t.Skip(err)
 	}
+	t.Setenv(EnvCacheDir, t.TempDir()) // compile afresh, and leave the user's cache alone
 	for _, tc := range []struct {
 		src      string
 		useFrame bool
