@@ -33,7 +33,9 @@ import (
 type Options struct {
 	// Eps is added under the square root: to the mean square (RMSNorm), to
 	// the variance (LayerNorm) or to the sum of squares (L2Norm). Models use
-	// 1e-5 or 1e-6. It is used as given: it must be finite and ≥ 0, and with
+	// 1e-5 or 1e-6. It must be ≥ 0 and within fp32's range, and is used
+	// rounded to fp32 as the kernels take it, by the CPU path too, so that
+	// both agree (a value below fp32's smallest subnormal acts as 0). With
 	// 0 an all-zero row divides by zero.
 	Eps float64
 	// ZeroCentered makes RMSNorm scale by (1 + w) instead of w (Qwen3-Next,
@@ -183,7 +185,7 @@ func (j *job) validate(opName string, names jobNames, o Options) error {
 	if names.rstdInRequired {
 		v.Tensor("rstd", j.rstdIn)
 	}
-	v.Check(!math.IsNaN(o.Eps) && !math.IsInf(o.Eps, 0) && o.Eps >= 0, "Options.Eps", "is %v; it must be finite and ≥ 0", o.Eps)
+	v.Check(o.Eps >= 0 && o.Eps <= math.MaxFloat32, "Options.Eps", "is %v; it must be ≥ 0 and at most fp32's largest finite value", o.Eps)
 	v.Check(!o.ZeroCentered || names.rms, "Options.ZeroCentered", "applies to RMSNorm only")
 	v.Check(o.PadTo == 0 || names.rms, "Options.PadTo", "applies to RMSNorm only")
 	v.Check(o.Mean == nil || j.op == opLayer, "Options.Mean", "applies to LayerNorm only")
@@ -257,6 +259,10 @@ func rmsAdd(o Options) addMode {
 	return addRounded
 }
 
+// eps is Options.Eps rounded to fp32, the value the kernels add: the CPU
+// reference adds the same one, so that host and device agree.
+func (o Options) eps() float64 { return float64(float32(o.Eps)) }
+
 func weightOf(o Options) weightMode {
 	if o.ZeroCentered {
 		return weightPlusOne
@@ -280,7 +286,7 @@ func stream(s *cuda.Stream, t *tensor.Tensor) *cuda.Stream {
 // r. With o.PadTo > 0, y is [M, ceil(N/PadTo)·PadTo] and its extra columns
 // are +0.0 (rmsnorm_pad). y may be x itself (in place).
 func RMSNorm(s *cuda.Stream, y, x, w *tensor.Tensor, o Options) error {
-	j := &job{op: opRMS, weight: weightOf(o), y: y, x: x, w: w, rstd: o.RStd, eps: o.Eps}
+	j := &job{op: opRMS, weight: weightOf(o), y: y, x: x, w: w, rstd: o.RStd, eps: o.eps()}
 	if err := j.validate("norm.RMSNorm", rmsNames, o); err != nil {
 		return err
 	}
@@ -298,7 +304,7 @@ func RMSNorm(s *cuda.Stream, y, x, w *tensor.Tensor, o Options) error {
 // In place, as vLLM runs it, is passing y = x and residualOut = residual.
 func FusedAddRMSNorm(s *cuda.Stream, y, residualOut, x, residual, w *tensor.Tensor, o Options) error {
 	j := &job{op: opRMS, add: rmsAdd(o), weight: weightOf(o), y: y, residualOut: residualOut, x: x, x2: residual, w: w,
-		rstd: o.RStd, eps: o.Eps}
+		rstd: o.RStd, eps: o.eps()}
 	if err := j.validate("norm.FusedAddRMSNorm", fusedRMSNames, o); err != nil {
 		return err
 	}
@@ -319,7 +325,7 @@ func FusedAddRMSNorm(s *cuda.Stream, y, residualOut, x, residual, w *tensor.Tens
 // (no bias). o.Mean and o.RStd optionally receive μ and r. y may be x
 // itself.
 func LayerNorm(s *cuda.Stream, y, x, w, b *tensor.Tensor, o Options) error {
-	j := &job{op: opLayer, weight: weightPlain, y: y, x: x, w: w, b: b, rstd: o.RStd, mean: o.Mean, eps: o.Eps}
+	j := &job{op: opLayer, weight: weightPlain, y: y, x: x, w: w, b: b, rstd: o.RStd, mean: o.Mean, eps: o.eps()}
 	if err := j.validate("norm.LayerNorm", layerNames, o); err != nil {
 		return err
 	}
@@ -332,7 +338,7 @@ func LayerNorm(s *cuda.Stream, y, x, w, b *tensor.Tensor, o Options) error {
 // statistics of the rounded s. In place is y = x and residualOut = residual.
 func FusedAddLayerNorm(s *cuda.Stream, y, residualOut, x, residual, w, b *tensor.Tensor, o Options) error {
 	j := &job{op: opLayer, add: addRounded, weight: weightPlain, y: y, residualOut: residualOut, x: x, x2: residual,
-		w: w, b: b, rstd: o.RStd, mean: o.Mean, eps: o.Eps}
+		w: w, b: b, rstd: o.RStd, mean: o.Mean, eps: o.eps()}
 	if err := j.validate("norm.FusedAddLayerNorm", fusedLNNames, o); err != nil {
 		return err
 	}
@@ -349,7 +355,7 @@ func FusedAddLayerNorm(s *cuda.Stream, y, residualOut, x, residual, w, b *tensor
 // x's dtype and may be x itself. o.RStd optionally receives r for the
 // backward pass.
 func L2Norm(s *cuda.Stream, y, x *tensor.Tensor, o Options) error {
-	j := &job{op: opRMS, y: y, x: x, rstd: o.RStd, eps: o.Eps, denom: 1}
+	j := &job{op: opRMS, y: y, x: x, rstd: o.RStd, eps: o.eps(), denom: 1}
 	if err := j.validate("norm.L2Norm", l2Names, o); err != nil {
 		return err
 	}

@@ -229,6 +229,56 @@ func TestReferenceHandComputed(t *testing.T) {
 	}
 }
 
+// TestEpsRoundsToFP32: the CPU path adds Options.Eps rounded to fp32, as
+// the kernels do. 1e-50 rounds to 0, so an all-zero row divides by zero on
+// the host as on the device (rsigma +Inf, outputs NaN), where adding 1e-50
+// in float64 would give rsigma 1e25 and outputs 0. Where a GPU is found the
+// kernel runs the same row.
+func TestEpsRoundsToFP32(t *testing.T) {
+	const f32 = tensor.F32
+	run := func(dev *cuda.Device) (rsigma float64, y []float64) {
+		args := []*tensor.Tensor{tensor.New(f32, 1, 2), tensor.New(f32, 1), host(f32, []float64{0, 0}, 1, 2), host(f32, []float64{1, 1}, 2)}
+		if dev != nil {
+			for i, a := range args {
+				d, err := a.ToDevice(dev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer d.Free()
+				args[i] = d
+			}
+		}
+		if err := RMSNorm(nil, args[0], args[2], args[3], Options{Eps: 1e-50, RStd: args[1]}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if dev != nil {
+				h, err := args[i].ToHost()
+				if err != nil {
+					t.Fatal(err)
+				}
+				args[i] = h
+			}
+		}
+		return args[1].Float64s()[0], args[0].Float64s()
+	}
+	devs := []*cuda.Device{nil} // the host
+	if d := gputest.Maybe(t); d != nil {
+		devs = append(devs, d)
+	}
+	for _, dev := range devs {
+		r, y := run(dev)
+		if !math.IsInf(r, 1) {
+			t.Errorf("device %v: rsigma %v, want +Inf", dev != nil, r)
+		}
+		for _, v := range y {
+			if !math.IsNaN(v) {
+				t.Errorf("device %v: output %v, want NaN", dev != nil, v)
+			}
+		}
+	}
+}
+
 // TestPaddingIsPositiveZero checks the pad columns hold +0.0 bit for bit.
 func TestPaddingIsPositiveZero(t *testing.T) {
 	y := tensor.New(tensor.BF16, 2, 8)
@@ -455,6 +505,10 @@ func TestValidation(t *testing.T) {
 		{"negative eps", "argument Options.Eps: is -1", func() ([]*tensor.Tensor, error) {
 			y := out(bf, 4, 8)
 			return []*tensor.Tensor{y}, RMSNorm(nil, y, x(), w(), Options{Eps: -1})
+		}},
+		{"eps past fp32", "argument Options.Eps: is 1e+39", func() ([]*tensor.Tensor, error) {
+			y := out(bf, 4, 8)
+			return []*tensor.Tensor{y}, LayerNorm(nil, y, x(), w(), nil, Options{Eps: 1e39})
 		}},
 		{"NaN eps", "argument Options.Eps: is NaN", func() ([]*tensor.Tensor, error) {
 			y := out(bf, 4, 8)
