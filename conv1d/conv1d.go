@@ -28,10 +28,13 @@
 // [old row ‖ new inputs]: shifted left by L with the L new inputs appended
 // (when L < state_len the older part comes from the old row, or is zero when
 // the sequence had no initial state). With state_len = W−1, the usual case,
-// this is exactly AITER's, vLLM's and Dao-AILab's behaviour; with a larger
-// buffer it matches Dao-AILab's causal_conv1d_update, whereas vLLM's prefill
-// would use the first W−1 columns. A decode step may instead use the
-// speculative-decoding or the circular-buffer rule of spec §4.3 (see
+// this is exactly AITER's, vLLM's and Dao-AILab's behaviour. With a larger
+// buffer it is what vLLM's Triton causal_conv1d_fn does (read at vLLM commit
+// 03c6dad: it takes its window from the row's last W−1 columns and keeps the
+// last state_len entries) and Dao-AILab's causal_conv1d_update; spec §4.1's
+// "only the first W−1 columns are used" does not hold for that vLLM code,
+// and AITER's prefill assumes state_len = W−1. A decode step may instead use
+// the speculative-decoding or the circular-buffer rule of spec §4.3 (see
 // Decode).
 //
 // All tensors share the input's dtype: bf16, f16 or f32. Host tensors run
@@ -197,13 +200,12 @@ type Decode struct {
 	// so that the next step finds its window at accepted−1 again. With L =
 	// 1 the only valid count is 1: the window is the oldest W−1 columns.
 	//
-	// The step after a Forward or ForwardDense differs from vLLM: those
-	// leave a row's newest inputs in its last columns (see the package
-	// comment), so the window that ends at the newest input starts at
-	// column state_len − (W−1), and the count to pass is state_len − W + 2:
-	// L in vLLM's layout. vLLM passes 1 there, because its prefill writes
-	// the newest W−1 inputs to the first W−1 columns; passing 1 here would
-	// read a window L−1 inputs too old.
+	// The step after a Forward or ForwardDense: those leave a row's newest
+	// inputs in its last columns (see the package comment; vLLM's prefill
+	// does the same), so the window that ends at the newest input starts at
+	// column state_len − (W−1), and the count that continues the sequence
+	// is state_len − W + 2 (L in vLLM's layout). A count of 1 there reads
+	// a window state_len − W + 1 inputs too old.
 	NumAcceptedTokens *tensor.Tensor
 
 	// CacheSeqlens [B] int32, each ≥ 0, selects the circular-buffer mode of
@@ -222,8 +224,12 @@ type Decode struct {
 // speculative verification) runs through the window [state ‖ x] of slot
 // st.StateIndices[b] of st.ConvStates; the state row is then shifted left
 // by L and the new inputs appended, or updated as st's optional mode says
-// (see Decode). out has x's shape and may be x itself (in place, as AITER's
-// Triton kernel does), but must not otherwise overlap it.
+// (see Decode). The window is the row's newest W−1 columns, its last, as
+// in Dao-AILab's kernel; vLLM's update without accepted counts reads the
+// first W−1, which is the same only at state_len = W−1 (vLLM uses longer
+// rows with accepted counts alone). out has x's shape and may be x itself
+// (in place, as AITER's Triton kernel does), but must not otherwise
+// overlap it.
 func Update(s *cuda.Stream, out, x, w, bias *tensor.Tensor, st Decode, o Options) error {
 	return update("conv1d.Update", s, []string{"out"}, []*tensor.Tensor{out}, x, w, bias, st, o)
 }

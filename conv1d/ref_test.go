@@ -199,8 +199,8 @@ func TestSplitMatchesPlain(t *testing.T) {
 // TestSpecAfterForward checks the hand-off from prefill to speculative
 // decoding that Decode.NumAcceptedTokens documents: in vLLM's layout
 // (state_len = W−2+L), the step after a Forward passes L, and then
-// continues the sequence exactly as one Forward over all its inputs;
-// vLLM's 1 would read a window L−1 inputs too old.
+// continues the sequence exactly as one Forward over all its inputs; a
+// count of 1 reads a window L−1 inputs too old.
 func TestSpecAfterForward(t *testing.T) {
 	const width, L = 4, 2
 	w := f32s([]int{1, width}, 1, 10, 100, 1000)
