@@ -310,45 +310,81 @@ func (t *Tensor) ToHost() (*Tensor, error) {
 	return h, nil
 }
 
-// CopyFrom copies src's storage span into t (same dtype, shape and
-// strides, gaps between rows included), in any direction between host and
-// device.
+// CopyFrom copies src into t (same dtype, shape and strides), in any
+// direction between host and device. A tensor that owns its storage, or
+// has no gaps between its rows, takes src's whole storage span in one copy,
+// gaps included; a view with gaps (a column Slice) takes its elements
+// only, since its gaps belong to other tensors.
 func (t *Tensor) CopyFrom(src *Tensor) error {
 	if t.dtype != src.dtype || !slices.Equal(t.shape, src.shape) || !slices.Equal(t.strides, src.strides) {
 		return fmt.Errorf("tensor: CopyFrom %v%v (strides %v) into %v%v (strides %v)",
 			src.dtype, src.shape, src.strides, t.dtype, t.shape, t.strides)
 	}
-	n := t.SpanBytes()
-	switch {
-	case t.dev == nil && src.dev == nil:
-		copy(t.host[:n], src.host[:n])
-		return nil
-	case t.dev != nil && src.dev == nil:
-		return t.dev.CopyHtoD(t.ptr, src.host[:n])
-	case t.dev == nil:
-		return src.dev.CopyDtoH(t.host[:n], src.ptr)
-	}
-	return t.dev.CopyDtoD(t.ptr, src.ptr, n)
+	return t.writeRanges(func(off, n int) error {
+		switch {
+		case t.dev == nil && src.dev == nil:
+			copy(t.host[off:off+n], src.host[off:off+n])
+			return nil
+		case t.dev != nil && src.dev == nil:
+			return t.dev.CopyHtoD(t.ptr+cuda.DevicePtr(off), src.host[off:off+n])
+		case t.dev == nil:
+			return src.dev.CopyDtoH(t.host[off:off+n], src.ptr+cuda.DevicePtr(off))
+		}
+		return t.dev.CopyDtoD(t.ptr+cuda.DevicePtr(off), src.ptr+cuda.DevicePtr(off), n)
+	})
 }
 
-// Poison fills a tensor's storage span (SpanBytes, gaps included) with 0xFF
-// bytes: NaN in every float dtype, -1 in signed integers, 255 in U8. Tests
-// poison outputs before a kernel runs so that an element it never wrote
-// cannot pass. A device tensor is poisoned on the default stream, which is
-// then synchronized.
+// Poison fills a tensor's elements with 0xFF bytes: NaN in every float
+// dtype, -1 in signed integers, 255 in U8. Tests poison outputs before a
+// kernel runs so that an element it never wrote cannot pass. A tensor that
+// owns its storage, or has no gaps, is filled over its whole span, gaps
+// included; a view with gaps (a column Slice) has its elements filled only,
+// since its gaps belong to other tensors. A device tensor is poisoned on
+// the default stream, which is then synchronized.
 func (t *Tensor) Poison() error {
 	if t.dev == nil {
-		b := t.Bytes()
-		for i := range b {
-			b[i] = 0xFF
-		}
-		return nil
+		return t.writeRanges(func(off, n int) error {
+			for i := range t.host[off : off+n] {
+				t.host[off+i] = 0xFF
+			}
+			return nil
+		})
 	}
 	s := t.dev.DefaultStream()
-	if err := s.Memset8(t.ptr, 0xFF, t.SpanBytes()); err != nil {
+	if err := t.writeRanges(func(off, n int) error { return s.Memset8(t.ptr+cuda.DevicePtr(off), 0xFF, n) }); err != nil {
 		return err
 	}
 	return s.Synchronize()
+}
+
+// writeRanges calls fn with the byte offset and length of each stretch of
+// storage that a whole-tensor write may touch: the whole span for a tensor
+// that owns its storage or has no gaps, else each run of elements that lie
+// next to each other (a row, in a column Slice), so that a view never
+// writes the gaps that belong to other tensors.
+func (t *Tensor) writeRanges(fn func(off, n int) error) error {
+	size := t.dtype.Size()
+	if !t.view || t.Contiguous() {
+		return fn(0, t.SpanBytes())
+	}
+	start, end := 0, -1 // the current run of element offsets, [start, end)
+	var err error
+	t.offsets(func(_, off int) {
+		switch {
+		case err != nil:
+		case off == end:
+			end++
+		default:
+			if end >= 0 {
+				err = fn(start*size, (end-start)*size)
+			}
+			start, end = off, off+1
+		}
+	})
+	if err == nil && end >= 0 {
+		err = fn(start*size, (end-start)*size)
+	}
+	return err
 }
 
 // offsets calls fn with the storage offset (in elements) of every element,

@@ -250,13 +250,24 @@ func TestPoison(t *testing.T) {
 			}
 		}
 	}
-	// Poisoning a slice leaves the rest of the storage alone.
+	// Poisoning a slice leaves the rest of the storage alone: rows 1-2 of a
+	// matrix, and a column slice, whose gaps are its siblings' columns.
 	x := New(U8, 4, 4)
 	s, _ := x.Slice(0, 1, 3)
 	s.Poison()
 	for i, b := range x.Bytes() {
 		if want := byte(0); i >= 4 && i < 12 && b != 0xFF || (i < 4 || i >= 12) && b != want {
 			t.Errorf("byte %d = %#x after poisoning rows 1-2", i, b)
+		}
+	}
+	qk := New(F32, 3, 4)
+	qk.SetFloat64s([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	q, _ := qk.Slice(1, 0, 2)
+	q.Poison()
+	got := qk.Float64s()
+	for i, v := range got {
+		if col := i % 4; col < 2 != math.IsNaN(v) || col >= 2 && v != float64(i+1) {
+			t.Fatalf("after poisoning columns 0-1: %v", got)
 		}
 	}
 }
@@ -397,6 +408,18 @@ func TestCopyFrom(t *testing.T) {
 		} else if b != want {
 			t.Errorf("byte %d = %#x outside the slice, want %#x", i, b, want)
 		}
+	}
+	// Copying into a column slice writes its columns, not its siblings'.
+	m := New(F32, 3, 4)
+	m.SetFloat64s([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	left, _ := m.Slice(1, 0, 2)
+	cols, _ := NewStrided(F32, []int{3, 2}, []int{4, 1})
+	cols.SetFloat64s([]float64{-1, -2, -3, -4, -5, -6})
+	if err := left.CopyFrom(cols); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Float64s(); !slices.Equal(got, []float64{-1, -2, 3, 4, -3, -4, 7, 8, -5, -6, 11, 12}) {
+		t.Errorf("CopyFrom into columns 0-1: %v", got)
 	}
 }
 
