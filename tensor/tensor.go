@@ -239,11 +239,16 @@ func (t *Tensor) Bytes() []byte { return t.host[:t.SpanBytes()] }
 // View returns a tensor sharing t's storage from element 0 with a new
 // dtype, shape and strides: u8 bytes read as fp8, a [rows, cols] f32 read
 // as [rows, cols·4] u8, a contiguous tensor reshaped. The view must fit in
-// t's span. Writes through either are seen by the other.
+// t's span, and on a device element 0 must be aligned for dt (a slice of
+// bf16 at an odd element cannot be read as f32: kernels would fault on
+// the address). Writes through either are seen by the other.
 func (t *Tensor) View(dt DType, shape, strides []int) (*Tensor, error) {
 	n, err := checkLayout(dt, shape, strides)
 	if err != nil {
 		return nil, err
+	}
+	if t.dev != nil && uint64(t.ptr)%uint64(dt.Size()) != 0 {
+		return nil, fmt.Errorf("tensor: view as %v at device address %#x, which is not %d-byte aligned", dt, t.ptr, dt.Size())
 	}
 	if n > t.SpanBytes() {
 		return nil, fmt.Errorf("tensor: view of %d bytes (%v%v, strides %v) is larger than the %d bytes of its storage",

@@ -302,6 +302,15 @@ func TestView(t *testing.T) {
 			t.Errorf("%s: %v, %v", tt.name, v, err)
 		}
 	}
+	// On a device, element 0 must be aligned for the view's dtype.
+	dev := fakeDevice(&cuda.Device{}, 0x10000, BF16, 2, 8)
+	odd, _ := dev.Slice(1, 1, 7) // at 0x10002
+	if _, err := odd.View(F32, []int{2, 2}, []int{4, 1}); err == nil || !strings.Contains(err.Error(), "0x10002, which is not 4-byte aligned") {
+		t.Errorf("f32 view at 0x10002: error %v", err)
+	}
+	if v, err := odd.View(U8, []int{2, 12}, []int{16, 1}); err != nil {
+		t.Errorf("u8 view at 0x10002: %v, %v", v, err)
+	}
 	r, _ := x.View(F32, []int{6}, []int{1})
 	r.SetFloat64s([]float64{6, 5, 4, 3, 2, 1})
 	if got := x.Float64s(); !slices.Equal(got, []float64{6, 5, 4, 3, 2, 1}) {

@@ -134,29 +134,6 @@ func (a *Arg) Contiguous() *Arg {
 	return a
 }
 
-// Aligned requires the address of element 0 (on a device) and every row
-// stride (in bytes, of the dimensions before the last that are longer than
-// 1) to be multiples of bytes, so that each row starts aligned for vector
-// access (16 for Pack<T>), or reports which is off; kernels that cannot do
-// without it call this. The stride check applies to host tensors too, so
-// both paths accept the same arguments; host addresses are not checked.
-func (a *Arg) Aligned(bytes int) *Arg {
-	if !a.ok() || bytes <= 1 {
-		return a
-	}
-	size := a.t.dtype.Size()
-	for i, st := range a.t.strides[:max(len(a.t.strides)-1, 0)] {
-		if a.t.shape[i] > 1 && st*size%bytes != 0 {
-			a.v.Failf(a.name, "stride %d of dim %d (%d bytes) is not a multiple of %d bytes", st, i, st*size, bytes)
-			return a
-		}
-	}
-	if a.t.IsDevice() && uint64(a.t.ptr)%uint64(bytes) != 0 {
-		a.v.Failf(a.name, "device address %#x is not %d-byte aligned", a.t.ptr, bytes)
-	}
-	return a
-}
-
 // Int32Indexable requires every element offset to fit in int32, for
 // kernels that index with 32-bit integers.
 func (a *Arg) Int32Indexable() *Arg {
@@ -237,11 +214,17 @@ func (t *Tensor) base() uintptr {
 }
 
 // Same reports whether two tensors are the same storage with the same
-// dtype and layout (an in-place call). Tensors without storage are never
-// the same.
+// dtype and layout (an in-place call). Strides of dimensions of size 1 do
+// not matter, as no element steps along them. Tensors without storage are
+// never the same.
 func Same(a, b *Tensor) bool {
-	if a == nil || b == nil || a.dev != b.dev || a.dtype != b.dtype || !slices.Equal(a.shape, b.shape) || !slices.Equal(a.strides, b.strides) {
+	if a == nil || b == nil || a.dev != b.dev || a.dtype != b.dtype || !slices.Equal(a.shape, b.shape) {
 		return false
+	}
+	for i, n := range a.shape {
+		if n > 1 && a.strides[i] != b.strides[i] {
+			return false
+		}
 	}
 	return a.SpanBytes() > 0 && a.base() == b.base()
 }
