@@ -11,14 +11,18 @@ import (
 // folder (default: the user cache dir's "kittens" folder).
 const EnvCacheDir = "KITTENS_CACHE_DIR"
 
-// CacheDir returns the folder of the disk cache.
+// CacheDir returns the folder of the disk cache, or "" when there is none:
+// without $KITTENS_CACHE_DIR and a user cache dir (neither $XDG_CACHE_HOME
+// nor $HOME set, as under some services) kernels are compiled afresh in
+// each process. A shared folder such as /tmp would not do: a CUBIN that
+// another user left there under a kernel's key would run in this process.
 func CacheDir() string {
 	if d := os.Getenv(EnvCacheDir); d != "" {
 		return d
 	}
 	base, err := os.UserCacheDir()
 	if err != nil {
-		base = os.TempDir()
+		return ""
 	}
 	return filepath.Join(base, "kittens")
 }
@@ -27,10 +31,14 @@ func CacheDir() string {
 // truncated or damaged file fails the hash and is rebuilt.
 var magic = []byte("KITTENS-CUBIN-1\n")
 
-func cachePath(key string) string { return filepath.Join(CacheDir(), key+".cubin") }
+func cachePath(dir, key string) string { return filepath.Join(dir, key+".cubin") }
 
 func readCache(key string) ([]byte, bool) {
-	b, err := os.ReadFile(cachePath(key))
+	dir := CacheDir()
+	if dir == "" {
+		return nil, false
+	}
+	b, err := os.ReadFile(cachePath(dir, key))
 	if err != nil || len(b) < len(magic)+sha256.Size || !bytes.Equal(b[:len(magic)], magic) {
 		return nil, false
 	}
@@ -45,7 +53,7 @@ func readCache(key string) ([]byte, bool) {
 // cache that cannot be written only costs a recompile, so errors are dropped.
 func writeCache(key string, cubin []byte) {
 	dir := CacheDir()
-	if os.MkdirAll(dir, 0o755) != nil {
+	if dir == "" || os.MkdirAll(dir, 0o755) != nil {
 		return
 	}
 	f, err := os.CreateTemp(dir, key+".tmp*")
@@ -57,7 +65,7 @@ func writeCache(key string, cubin []byte) {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil || os.Rename(f.Name(), cachePath(key)) != nil {
+	if err != nil || os.Rename(f.Name(), cachePath(dir, key)) != nil {
 		os.Remove(f.Name())
 	}
 }

@@ -63,12 +63,15 @@ func source(k Kernel) (string, error) {
 	return b.String(), nil
 }
 
-// Key is the content hash that names a compiled kernel: source, every shared
-// header, options, NVRTC version and architecture.
+// Key is the content hash that names a compiled kernel: file name (NVRTC
+// gets it as the program name and in the #line that names the source in the
+// CUBIN's line table), source, every shared header, options, NVRTC version
+// and architecture.
 func Key(k Kernel, arch, nvrtcVersion string) string {
 	h := sha256.New()
 	put := func(s string) { fmt.Fprintf(h, "%d:%s;", len(s), s) }
-	put("kittens-jit-2")
+	put("kittens-jit-3")
+	put(k.File)
 	put(k.Source)
 	for _, d := range k.Defines {
 		put(d)

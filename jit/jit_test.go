@@ -2,6 +2,7 @@ package jit
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ func TestCacheRoundTripAndCorruption(t *testing.T) {
 	if !ok || !bytes.Equal(got, payload) {
 		t.Fatal("cache round trip failed")
 	}
-	path := cachePath("k1")
+	path := cachePath(CacheDir(), "k1")
 	full, _ := os.ReadFile(path)
 	for name, bad := range map[string][]byte{
 		"truncated":   full[:len(full)-7],
@@ -44,10 +45,37 @@ func TestCacheRoundTripAndCorruption(t *testing.T) {
 	}
 }
 
+// TestNoSharedCacheDir: without $KITTENS_CACHE_DIR and a user cache dir the
+// disk cache is off. It must not fall back to a folder every user can write
+// to, where a CUBIN planted under a kernel's key would be loaded.
+func TestNoSharedCacheDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv(EnvCacheDir, "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	t.Setenv("TMPDIR", tmp)
+	if d := CacheDir(); d != "" {
+		t.Fatalf("CacheDir = %q, want the cache off", d)
+	}
+	planted := filepath.Join(tmp, "kittens", "k1.cubin")
+	os.MkdirAll(filepath.Dir(planted), 0o755)
+	body := []byte("someone else's CUBIN")
+	sum := sha256.Sum256(body)
+	os.WriteFile(planted, append(append(append([]byte(nil), magic...), sum[:]...), body...), 0o644)
+	if got, ok := readCache("k1"); ok {
+		t.Fatalf("loaded %q with the cache off", got)
+	}
+	writeCache("k2", body) // nowhere to go: dropped
+	if files, _ := filepath.Glob(filepath.Join(tmp, "*", "k2*")); len(files) != 0 {
+		t.Errorf("wrote %v with the cache off", files)
+	}
+}
+
 func TestKeyCoversEverything(t *testing.T) {
 	k := Kernel{File: "a.cu", Source: "x", Entry: "e", Defines: []string{"DTYPE=float"}}
 	base := Key(k, "sm_90a", "13.0")
 	variants := map[string]string{
+		"file":    Key(Kernel{File: "b.cu", Source: "x", Entry: "e", Defines: k.Defines}, "sm_90a", "13.0"),
 		"source":  Key(Kernel{File: "a.cu", Source: "y", Entry: "e", Defines: k.Defines}, "sm_90a", "13.0"),
 		"defines": Key(Kernel{File: "a.cu", Source: "x", Entry: "e", Defines: []string{"DTYPE=bf16"}}, "sm_90a", "13.0"),
 		"arch":    Key(k, "sm_80", "13.0"),

@@ -42,7 +42,11 @@ func (c *cli) info(args []string) int {
 	} else {
 		t.Add("device", devErr.Error())
 	}
-	t.Add("jit cache", jit.CacheDir())
+	if dir := jit.CacheDir(); dir != "" {
+		t.Add("jit cache", dir)
+	} else {
+		t.Add("jit cache", "off (no user cache directory; set "+jit.EnvCacheDir+")")
+	}
 	if err := t.WriteText(c.stdout); err != nil {
 		return exitFail
 	}
