@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -371,16 +372,26 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // written; the speedups and % of copy, which WriteJSON derives, are not read
 // but derived again from the times and the copy ceiling when the report is
 // written.
+// The input must be one such object: one without "env" and "entries" is
+// not a report, and a second value after it (two reports joined into one
+// file) is refused rather than dropped.
 func ReadJSON(r io.Reader) (*Report, error) {
 	var in struct {
-		Env     Env         `json:"env"`
-		Entries []jsonEntry `json:"entries"`
+		Env     *Env         `json:"env"`
+		Entries *[]jsonEntry `json:"entries"`
 	}
-	if err := json.NewDecoder(r).Decode(&in); err != nil {
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(&in); err != nil {
 		return nil, fmt.Errorf("bench: reading a JSON report: %w", err)
 	}
-	rep := &Report{Env: in.Env, Entries: make([]Entry, len(in.Entries))}
-	for i, j := range in.Entries {
+	if in.Env == nil || in.Entries == nil {
+		return nil, errors.New(`bench: reading a JSON report: no "env" and "entries": not a report of kittens bench -json`)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("bench: reading a JSON report: more after the report's object (one report a file)")
+	}
+	rep := &Report{Env: *in.Env, Entries: make([]Entry, len(*in.Entries))}
+	for i, j := range *in.Entries {
 		e := Entry{Family: j.Family, Op: j.Op, Case: j.Case, Bytes: j.Bytes, Flops: j.Flops, Err: j.Error,
 			SameCopyGBs: j.SameCopyGBs, Samples: j.Samples,
 			Result: Result{MedianUS: j.MedianUS, MinUS: j.MinUS, GBs: j.GBs, TFLOPs: j.TFLOPs, Sets: j.Sets, Runs: j.Runs}}

@@ -24,6 +24,10 @@ func (c *cli) bench(args []string) int {
 	if !c.parse(fs, args) {
 		return exitUsage
 	}
+	if *runs < 0 {
+		fmt.Fprintf(c.stderr, "kittens bench: -runs %d: it must be ≥ 1 (or 0 for the default)\n", *runs)
+		return exitUsage
+	}
 	if *vs != "" && *vs != "torch" {
 		fmt.Fprintf(c.stderr, "kittens bench: -vs %q: only \"torch\" is known\n", *vs)
 		return exitUsage

@@ -100,6 +100,7 @@ func TestRun(t *testing.T) {
 			stderr: []string{`-op "^kittens-test-bench-only$" selects no parity case, the kind the CPU path of kittens bench runs, ` +
 				"but one benchmark case"}},
 		{name: "bad -vs", args: []string{"bench", "-vs", "jax"}, code: exitUsage, stderr: []string{`only "torch"`}},
+		{name: "negative -runs", args: []string{"bench", "-runs", "-7"}, code: exitUsage, stderr: []string{"-runs -7: it must be ≥ 1"}},
 		{name: "info", args: []string{"info"}, code: exitOK, stdout: []string{"driver", "nvrtc", "device", "jit cache"}},
 		{name: "list", args: []string{"list"}, code: exitOK,
 			stdout: []string{"family", "kittens-test  kittens-test-bad        1        0  always fails",
@@ -272,16 +273,25 @@ func TestReportFailures(t *testing.T) {
 		}
 		return path
 	}
-	ok, failed := write("ok.json", good), write("failed.json", good, compileFailed)
+	ok, failed, empty := write("ok.json", good), write("failed.json", good, compileFailed), write("empty.json")
+	okBytes, _ := os.ReadFile(ok)
+	notReport, joined := filepath.Join(dir, "other.json"), filepath.Join(dir, "joined.json")
+	os.WriteFile(notReport, []byte(`{"name": "x"}`), 0o644)
+	os.WriteFile(joined, append(append([]byte(nil), okBytes...), okBytes...), 0o644)
 	for _, tc := range []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string
+		name           string
+		args           []string
+		code           int
+		stdout, stderr []string
 	}{
-		{"all measured", []string{"report", ok}, exitOK, []string{"kittens-test-copy 1024x1024 f32 5.00"}},
+		{"all measured", []string{"report", ok}, exitOK, []string{"kittens-test-copy 1024x1024 f32 5.00"}, nil},
 		{"torch.compile failed", []string{"report", ok, failed}, exitFail,
-			[]string{"2048x1024 f32 5.00 1678 42% 6.00 failed 1.20× —", "FAILED kittens-test-copy 2048x1024 f32: torch: BackendCompilerFailed: bang"}},
+			[]string{"2048x1024 f32 5.00 1678 42% 6.00 failed 1.20× —", "FAILED kittens-test-copy 2048x1024 f32: torch: BackendCompilerFailed: bang"}, nil},
+		{"not a report", []string{"report", notReport}, exitFail, nil, []string{`other.json: bench: reading a JSON report: no "env" and "entries"`}},
+		{"two reports in a file", []string{"report", joined}, exitFail, nil, []string{"joined.json: bench: reading a JSON report: more after the report's object"}},
+		{"no cases", []string{"report", empty}, exitFail, nil, []string{"the reports hold no cases"}},
+		{"flag after the files", []string{"report", ok, "-write", filepath.Join(dir, "OUT.md")}, exitUsage, nil,
+			[]string{`"-write" after the files: flags go before them`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -291,6 +301,11 @@ func TestReportFailures(t *testing.T) {
 			for _, w := range tc.stdout {
 				if !strings.Contains(squash(stdout.String()), w) {
 					t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
+				}
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
 				}
 			}
 		})

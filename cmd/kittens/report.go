@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/gokittens/kittens/bench"
 )
@@ -22,6 +23,12 @@ func (c *cli) report(args []string) int {
 		fmt.Fprintln(c.stderr, "kittens report: name one or more JSON files from kittens bench -json")
 		return exitUsage
 	}
+	for _, a := range fs.Args() {
+		if strings.HasPrefix(a, "-") {
+			fmt.Fprintf(c.stderr, "kittens report: %q after the files: flags go before them\n", a)
+			return exitUsage
+		}
+	}
 	var reps []*bench.Report
 	for _, path := range fs.Args() {
 		f, err := os.Open(path)
@@ -38,6 +45,9 @@ func (c *cli) report(args []string) int {
 		reps = append(reps, r)
 	}
 	rep, err := bench.Merge(reps...)
+	if err == nil && len(rep.Entries) == 0 {
+		err = fmt.Errorf("the reports hold no cases")
+	}
 	if err != nil {
 		fmt.Fprintln(c.stderr, "kittens report:", err)
 		return exitFail
