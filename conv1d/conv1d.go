@@ -257,6 +257,7 @@ func forward(op string, s *cuda.Stream, names []string, outs []*tensor.Tensor, x
 	if vd.Err() == nil {
 		p.nSeqs = seqs.CuSeqlens.Dim(0) - 1
 		vd.Check(p.nSeqs >= 1, "CuSeqlens", "has %d entries, want B+1 ≥ 2", seqs.CuSeqlens.Dim(0))
+		vd.Check(p.nSeqs <= maxSeqs, "CuSeqlens", "has %d sequences, past the kernel's limit of %d", p.nSeqs, maxSeqs)
 	}
 	p.setCore(vd, x, w, bias, 1)
 	p.setOutputs(vd, names, outs, false)
@@ -384,6 +385,15 @@ func (p *plan) setCore(vd *tensor.Validator, x, w, bias *tensor.Tensor, lead int
 	vd.Check(p.tokens <= math.MaxInt32 && p.x.Stride(0) <= math.MaxInt32, "x", "has %d rows of stride %d, beyond int32", p.tokens, p.x.Stride(0))
 }
 
+// maxSeqs bounds a varlen batch's sequence count and maxStateLen a conv-state
+// row (W−1 plus a few draft tokens in models), far inside what the kernel's
+// int32 arithmetic needs: it numbers its (sequence, chunk) slots, at most
+// tokens/minChunk + B, and forms a ring column as the sum of two columns.
+const (
+	maxSeqs     = 1 << 22
+	maxStateLen = 1 << 20
+)
+
 // maxDim bounds the channel count, far inside the kernel's int32 channel
 // indices. (The channel blocks run along gridDim.x, whose limit is 2³¹ − 1,
 // so it is not a launch limit.)
@@ -460,12 +470,13 @@ func (p *plan) finish(vd *tensor.Validator, s *cuda.Stream, o Options) error {
 		p.stateLen = p.stateIn.Dim(1)
 	}
 	vd.Optional("ErrorFlag", o.ErrorFlag).Shape(1).DType(tensor.I32)
-	// The kernel takes the slot count and the column stride of a state
-	// tensor as int32.
+	// The kernel takes the slot count, the row length and the column
+	// stride of a state tensor as int32.
 	for i, st := range []*tensor.Tensor{p.stateIn, p.stateOut} {
 		if st != nil {
 			vd.Check(st.Dim(0) <= math.MaxInt32 && st.Stride(1) <= math.MaxInt32, p.stateNames[i],
 				"has shape %v and strides %v, beyond int32 indexing", st.Shape(), st.Strides())
+			vd.Check(st.Dim(1) <= maxStateLen, p.stateNames[i], "has state_len %d, past the kernel's limit of %d", st.Dim(1), maxStateLen)
 		}
 	}
 	names := []string{"x", "w", "bias", "", "", "", p.stateNames[0], p.stateNames[1], "CuSeqlens", p.slotsName, "HasInitialState", "ErrorFlag", p.modeName}

@@ -2,6 +2,7 @@ package conv1d
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -245,6 +246,15 @@ func TestValidation(t *testing.T) {
 			}
 			return ForwardDense(nil, b.named("y"), b.named("x"), b.named("w"), nil, nil, st, Options{})
 		}, "argument finalStates: has shape [1 1 8] and strides [2147483648 2147483648 1], beyond int32"},
+		{"update pool past the row limit", testCase{op: opUpdate, dt: bf16, width: 2, dim: 1, batch: 1, nSlots: 1}, func(b *built) error {
+			return upd(b, nil, nil, nil, tensor.New(bf16, 1, maxStateLen+1, 1), nil)
+		}, fmt.Sprintf("argument ConvStates: has state_len %d, past the kernel's limit of %d", maxStateLen+1, maxStateLen)},
+		{"varlen past the sequence limit", fwdBase, func(b *built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				v.CuSeqlens = tensor.New(tensor.I32, maxSeqs+2)
+				return y, x, w, bias
+			})
+		}, fmt.Sprintf("argument CuSeqlens: has %d sequences, past the kernel's limit of %d", maxSeqs+1, maxSeqs)},
 		{"update pool column stride", testCase{op: opUpdate, dt: bf16, width: 2, dim: 8, batch: 1, nSlots: 1}, func(b *built) error {
 			st, err := tensor.NewStrided(bf16, []int{1, 1, 8}, []int{1 << 31, 1 << 31, 1})
 			if err != nil {

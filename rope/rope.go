@@ -87,8 +87,16 @@ func checkRotary(v *tensor.Validator, arg string, d int, o Options) int {
 	v.Check(d%2 == 0, arg, "head dim %d must be even", d)
 	v.Check(r > 0 && r%2 == 0, "o.RotaryDim", "rotary dim %d must be positive and even", r)
 	v.Check(r <= d, "o.RotaryDim", "rotary dim %d exceeds the head dim %d", r, d)
+	v.Check(d <= maxHeadDim, arg, "head dim %d exceeds %d", d, maxHeadDim)
 	return r
 }
+
+// maxHeadDim bounds the head dim (models use 64 to 512) far inside the
+// kernels' int32 arithmetic on it (element offsets c·2·V within a head,
+// 2·half plus a pass-through vector); the heads of RotateQK together are
+// bounded by maxGrid, as the [B, H, S, D] layout's are, which keeps the
+// kernel's head index h0 + j·hb in int32 too.
+const maxHeadDim = 1 << 16
 
 // RotateQK rotates q [T, Hq, D] and k [T, Hk, D] in place, token t by the
 // cache row positions[t], in one launch. k may be nil; Hk is free (GQA and
@@ -113,6 +121,11 @@ func RotateQK(s *cuda.Stream, q, k, positions, cosSin *tensor.Tensor, o Options)
 		v.Tensor("cosSin", cosSin).Rank(2).DType(tensor.F32, q.DType()).Shape(-1, r)
 		if v.Err() == nil {
 			v.Check(cosSin.Dim(0) > 0 || T == 0, "cosSin", "has no rows")
+			heads := q.Dim(1)
+			if k != nil {
+				heads += k.Dim(1)
+			}
+			v.Check(heads <= maxGrid, "q", "has %d heads with k's, more than %d", heads, maxGrid)
 		}
 		v.SameLocation([]string{"q", "k", "positions", "cosSin"}, q, k, positions, cosSin)
 	}

@@ -80,6 +80,12 @@ func TestValidation(t *testing.T) {
 		{"qk negative rotary dim", qk(func(a *qkArgs) { a.o.RotaryDim = -2 }), "rotary dim -2 must be positive"},
 		{"qk rotary dim over head dim", qk(func(a *qkArgs) { a.o.RotaryDim = 18 }), "rotary dim 18 exceeds the head dim 16"},
 		{"qk style", qk(func(a *qkArgs) { a.o.Style = 7 }), "unknown style"},
+		{"qk head dim past the limit", qk(func(a *qkArgs) {
+			a.q, a.k, a.o.RotaryDim = tensor.New(tensor.BF16, 5, 1, maxHeadDim+2), nil, 8
+		}), fmt.Sprintf("argument q: head dim %d exceeds %d", maxHeadDim+2, maxHeadDim)},
+		{"qk heads past the limit", qk(func(a *qkArgs) {
+			a.q, a.k = tensor.New(tensor.BF16, 5, maxGrid-1, 16), tensor.New(tensor.BF16, 5, 2, 16)
+		}), fmt.Sprintf("argument q: has %d heads with k's, more than %d", maxGrid+1, maxGrid)},
 		{"qk positions dtype", qk(func(a *qkArgs) { a.pos = tensor.New(tensor.F32, 5) }), "argument positions: has dtype f32"},
 		{"qk positions length", qk(func(a *qkArgs) { a.pos = tensor.New(tensor.I64, 4) }), "argument positions: has shape [4]"},
 		{"qk cache width", qk(func(a *qkArgs) { a.cache = CosSinCache(tensor.F32, 32, 16, 1e4) }), "argument cosSin: has shape [32 16], want [-1 8]"},
