@@ -32,7 +32,7 @@ func TestJSONRoundTripAndMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Entries) != 2 || m.Env.CopyGBs != 4200 || !m.Env.Date.Equal(day.Add(time.Hour)) {
+	if len(m.Entries) != 2 || m.Env.CopyGBs != 4250 || !m.Env.Date.Equal(day.Add(time.Hour)) {
 		t.Fatalf("merged %+v", m.Env)
 	}
 	e := m.Entries[0]
@@ -104,7 +104,7 @@ func TestMergeRepeatedRuns(t *testing.T) {
 	if err := m3.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"vs compile, each run", "0.93–1.05× (3)", "median", "lines are reset to normal priority"} {
+	for _, want := range []string{"vs compile, each run", "0.93–1.04× (3)", "median", "lines are reset to normal priority"} {
 		if !strings.Contains(md.String(), want) {
 			t.Fatalf("markdown lacks %q:\n%s", want, md.String())
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -141,6 +142,18 @@ func num(f string, v float64) string {
 	return fmt.Sprintf(f, v)
 }
 
+// cut formats a ratio or a percentage, which a target is met by at 1.0× or
+// 95%, cut to the given decimals rather than rounded, so that a miss never
+// prints as met: 0.998 prints 0.99×, 94.98 prints 94%. (The 1e-9 absorbs
+// the float error of v·10^decimals: 1.15·100 is 114.99999999999999.)
+func cut(f string, decimals int, v float64) string {
+	if v <= 0 {
+		return dash
+	}
+	p := math.Pow10(decimals)
+	return fmt.Sprintf(f, math.Floor(v*p+1e-9)/p)
+}
+
 // table lays the entries out in the columns both text and markdown use.
 func (r *Report) table() *Table {
 	if r.Env.CPUOnly() {
@@ -164,18 +177,18 @@ func (r *Report) table() *Table {
 	}
 	t.Align = "ll" + strings.Repeat("r", len(t.Header)-2)
 	for _, e := range r.Entries {
-		row := []string{e.Op, e.Case, r.ours(e), num("%.0f", e.Result.GBs), num("%.0f%%", r.PctCopy(e))}
+		row := []string{e.Op, e.Case, r.ours(e), num("%.0f", e.Result.GBs), cut("%.0f%%", 0, r.PctCopy(e))}
 		if same {
-			row = append(row, num("%.0f%%", e.PctSameCopy()))
+			row = append(row, cut("%.0f%%", 0, e.PctSameCopy()))
 		}
 		if torch {
 			eager, compile := e.torchCells()
-			row = append(row, eager, compile, num("%.2f×", e.SpeedupEager()), num("%.2f×", e.SpeedupCompile()))
+			row = append(row, eager, compile, cut("%.2f×", 2, e.SpeedupEager()), cut("%.2f×", 2, e.SpeedupCompile()))
 		}
 		if repeated {
 			cell := dash
 			if lo, hi := e.compileRange(); lo > 0 {
-				cell = fmt.Sprintf("%.2f–%.2f× (%d)", lo, hi, len(e.Samples))
+				cell = cut("%.2f", 2, lo) + "–" + cut("%.2f×", 2, hi) + fmt.Sprintf(" (%d)", len(e.Samples))
 			}
 			row = append(row, cell)
 		}
@@ -263,7 +276,8 @@ once, where the 1 GiB copy amortizes them. PyTorch: the same case built by the f
 until its next call so that outputs rotate as ours do, launches back to back behind a spin kernel, an event
 between each, the median; ` + "`triton.testing.do_bench`" + `'s L2 flush adds 0.6-1.1 µs to a small kernel, ours and
 PyTorch's alike; an output reused at once, still in the L2, takes up to 10% off a small one). "vs eager" and "vs compile" are PyTorch's time over ours:
-above 1 we are faster.
+above 1 we are faster. Percentages and ratios are cut to the digits shown, not rounded, so that none below
+95% or 1.00× prints as reaching it (0.998× prints 0.99×, 94.98% prints 94%).
 The machines are shared and vary from run to run; compare numbers of one run (or one merged set of runs) only.`
 	methodStaleL2 = `Our kernels read launches larger than L2 under an evict-last policy, and a line keeps that
 priority after the kernel ends: a case that follows such a launch finds its inputs evicted ahead of those
@@ -406,8 +420,9 @@ func ReadJSON(r io.Reader) (*Report, error) {
 // Merge joins reports of runs on the same device into one: runs of
 // different ops (a long benchmark split to fit a time limit), and runs that
 // repeat a case, which become one entry whose times are the medians of the
-// runs' (see mergeEntries). The copy ceiling is the lowest measured, so no
-// case's percentage of it is flattered; the date is the last run's.
+// runs' (see mergeEntries). The copy ceiling is the highest measured, so no
+// case's percentage of it is flattered by a slow run; the date is the last
+// run's.
 func Merge(reps ...*Report) (*Report, error) {
 	if len(reps) == 0 {
 		return nil, fmt.Errorf("bench: no reports to merge")
@@ -421,7 +436,7 @@ func Merge(reps ...*Report) (*Report, error) {
 			return nil, fmt.Errorf("bench: cannot merge runs on %q (driver %s) and %q (driver %s)",
 				out.Env.Device, out.Env.Driver, r.Env.Device, r.Env.Driver)
 		}
-		if r.Env.CopyGBs > 0 && (out.Env.CopyGBs == 0 || r.Env.CopyGBs < out.Env.CopyGBs) {
+		if r.Env.CopyGBs > out.Env.CopyGBs {
 			out.Env.CopyGBs = r.Env.CopyGBs
 		}
 		if r.Env.Date.After(out.Env.Date) {

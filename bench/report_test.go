@@ -39,6 +39,25 @@ func cpuReport() *Report {
 	}
 }
 
+// TestCut: ratios and percentages are cut, not rounded, to the digits
+// shown, so that a miss never prints as met.
+func TestCut(t *testing.T) {
+	for _, c := range []struct {
+		f        string
+		decimals int
+		v        float64
+		want     string
+	}{
+		{"%.2f×", 2, 0.998, "0.99×"}, {"%.2f×", 2, 0.9999999, "0.99×"}, {"%.2f×", 2, 1, "1.00×"},
+		{"%.2f×", 2, 1.15, "1.15×"}, {"%.2f×", 2, 39.62 / 20, "1.98×"}, {"%.0f%%", 0, 94.98, "94%"},
+		{"%.0f%%", 0, 95, "95%"}, {"%.0f%%", 0, 0.27, "0%"}, {"%.0f%%", 0, 0, dash}, {"%.2f×", 2, -1, dash},
+	} {
+		if got := cut(c.f, c.decimals, c.v); got != c.want {
+			t.Errorf("cut(%q, %d, %v) = %q, want %q", c.f, c.decimals, c.v, got, c.want)
+		}
+	}
+}
+
 func TestReportText(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -47,7 +66,7 @@ func TestReportText(t *testing.T) {
 	}{
 		{"gpu", fixedReport(), `NVIDIA H200 (sm_90a) · driver CUDA 13.0 · NVRTC 13.0 · 2026-11-21 · copy 4000 GB/s
 op            case            ours µs  GB/s  % of copy  % of same-size copy  torch eager µs  torch.compile µs  vs eager  vs compile
-rmsnorm       4096x4096 bf16    20.00  3355        84%                  93%           26.78             39.62     1.34×       1.98×
+rmsnorm       4096x4096 bf16    20.00  3355        83%                  93%           26.78             39.62     1.33×       1.98×
 rmsnorm       128x128 bf16       4.00    16         0%                    —          failed                 —         —           —
 rmsnorm       64x128 bf16        3.00    11         0%                    —            9.00            failed     3.00×           —
 silu_and_mul  4096x256 bf16    failed     —          —                    —               —                 —         —           —
@@ -110,7 +129,7 @@ func TestReportMarkdown(t *testing.T) {
 			"| copy bandwidth | 4000 GB/s (device-to-device, bytes read + written) |\n",
 			"| op | case | ours µs | GB/s | % of copy | % of same-size copy | torch eager µs | torch.compile µs | vs eager | vs compile |\n",
 			"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-			"| rmsnorm | 4096x4096 bf16 | 20.00 | 3355 | 84% | 93% | 26.78 | 39.62 | 1.34× | 1.98× |\n",
+			"| rmsnorm | 4096x4096 bf16 | 20.00 | 3355 | 83% | 93% | 26.78 | 39.62 | 1.33× | 1.98× |\n",
 			"| rmsnorm | 64x128 bf16 | 3.00 | 11 | 0% | — | 9.00 | failed | 3.00× | — |\n",
 			"- rmsnorm 64x128 bf16: torch: BackendCompilerFailed: bang\n",
 			"- silu_and_mul 4096x256 bf16: jit: compile failed\n",

@@ -85,8 +85,9 @@ func python() string {
 // JSON line per case from its stdout; Python's stderr (tracebacks, compile
 // warnings) streams through to this process's stderr. Before that it checks
 // that the interpreter exists and imports torch and triton, and says which
-// is missing. The results are keyed by request ID; on a later failure of
-// the script, the results read so far come back with the error.
+// is missing. The results are keyed by request ID, one for every request
+// (with an Error where the script gave none); on a later failure of the
+// script, the results read so far come back with the error.
 func Torch(reqs []TorchRequest) (map[string]TorchResult, error) {
 	out := map[string]TorchResult{}
 	if len(reqs) == 0 {
@@ -134,6 +135,14 @@ func Torch(reqs []TorchRequest) (map[string]TorchResult, error) {
 	}
 	if readErr != nil {
 		return out, readErr
+	}
+	// A script that ran to the end owes a line for every request; one
+	// that never came (its line run into another print, say) is a failed
+	// case, not a dash that passes.
+	for _, r := range reqs {
+		if _, ok := out[r.ID]; !ok {
+			out[r.ID] = TorchResult{Error: "the torch script gave no result for this case"}
+		}
 	}
 	return out, nil
 }

@@ -61,6 +61,8 @@ echo '{"id": "b", "error": "RuntimeError: boom"}'`
 			reqs: reqs, wantErr: "needs torch and triton"},
 		{name: "protocol", python: fakePython(t, "exit 0", protocol), reqs: reqs,
 			want: map[string]TorchResult{"a": {EagerUS: 26.5, CompileUS: 39.25}, "b": {Error: "RuntimeError: boom"}}},
+		{name: "result lost", python: fakePython(t, "exit 0", `cat >/dev/null; echo '{"id": "a", "eager_us": 3}'; printf 'warning: '; echo '{"id": "b", "eager_us": 4}'`),
+			reqs: reqs, want: map[string]TorchResult{"a": {EagerUS: 3}, "b": {Error: "the torch script gave no result for this case"}}},
 		{name: "script crashes", python: fakePython(t, "exit 0", `cat >/dev/null; echo '{"id": "a", "eager_us": 3}'; exit 1`),
 			reqs: reqs, want: map[string]TorchResult{"a": {EagerUS: 3}}, wantErr: "torch script: exit status 1"},
 	} {

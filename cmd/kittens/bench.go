@@ -50,7 +50,10 @@ func (c *cli) bench(args []string) int {
 			status = exitFail
 		}
 		rep.Env.CopyGBs = gbs
-		rep.Entries = benchDevice(dev, ops, *runs, c.stderr)
+		var copied bool
+		if rep.Entries, copied = benchDevice(dev, ops, *runs, c.stderr); !copied {
+			status = exitFail
+		}
 		if *vs == "torch" && compareTorch(ops, rep.Entries, c.stderr) != nil {
 			status = exitFail
 		}
@@ -70,9 +73,11 @@ const sameCopyMin = 16 << 20
 
 // benchDevice measures every benchmark case of ops on dev, and for cases of
 // sameCopyMin bytes or more a copy that moves as many bytes (once per size
-// that copy rounds to, bench.CopyBytes).
-func benchDevice(dev *cuda.Device, ops []*registry.Op, runs int, stderr io.Writer) []bench.Entry {
-	var out []bench.Entry
+// that copy rounds to, bench.CopyBytes). copied is false when such a copy
+// failed: the cases of its size then lack the figure the copy targets are
+// counted against, which fails the command as a failed case does.
+func benchDevice(dev *cuda.Device, ops []*registry.Op, runs int, stderr io.Writer) (out []bench.Entry, copied bool) {
+	copied = true
 	copies := map[int64]float64{}
 	eachCase(ops, benchesOf, benchName, stderr, func(op *registry.Op, b registry.Bench) {
 		r, err := bench.Measure(dev, b, bench.Options{Runs: runs})
@@ -84,6 +89,7 @@ func benchDevice(dev *cuda.Device, ops []*registry.Op, runs int, stderr io.Write
 				gbs, err := bench.CopyAt(dev, b.Bytes)
 				if err != nil {
 					fmt.Fprintf(stderr, "kittens bench: copy of %d bytes: %v\n", b.Bytes, err)
+					copied = false
 				}
 				copies[size] = gbs
 			}
@@ -91,7 +97,7 @@ func benchDevice(dev *cuda.Device, ops []*registry.Op, runs int, stderr io.Write
 		}
 		out = append(out, e)
 	})
-	return out
+	return out, copied
 }
 
 // benchHost times the host path of every parity case of ops.

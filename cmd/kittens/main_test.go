@@ -286,7 +286,7 @@ func TestReportFailures(t *testing.T) {
 	}{
 		{"all measured", []string{"report", ok}, exitOK, []string{"kittens-test-copy 1024x1024 f32 5.00"}, nil},
 		{"torch.compile failed", []string{"report", ok, failed}, exitFail,
-			[]string{"2048x1024 f32 5.00 1678 42% 6.00 failed 1.20× —", "FAILED kittens-test-copy 2048x1024 f32: torch: BackendCompilerFailed: bang"}, nil},
+			[]string{"2048x1024 f32 5.00 1678 41% 6.00 failed 1.20× —", "FAILED kittens-test-copy 2048x1024 f32: torch: BackendCompilerFailed: bang"}, nil},
 		{"not a report", []string{"report", notReport}, exitFail, nil, []string{`other.json: bench: reading a JSON report: no "env" and "entries"`}},
 		{"two reports in a file", []string{"report", joined}, exitFail, nil, []string{"joined.json: bench: reading a JSON report: more after the report's object"}},
 		{"no cases", []string{"report", empty}, exitFail, nil, []string{"the reports hold no cases"}},
