@@ -187,11 +187,14 @@ var floatTypes = []tensor.DType{tensor.BF16, tensor.F16, tensor.F32}
 // rowsOf describes t as rows of its last dimension: how many rows, and the
 // stride between consecutive rows. ok is false when the leading dimensions
 // do not collapse into one stride. A single row reports its own length as
-// the stride.
+// the stride, a tensor without elements no rows (its strides do not matter).
 func rowsOf(t *tensor.Tensor) (rows, stride int, ok bool) {
 	shape, strides := t.Shape(), t.Strides()
 	r := len(shape)
 	rows, stride = 1, shape[r-1]
+	if t.Numel() == 0 {
+		return 0, stride, true
+	}
 	inner := -1 // innermost leading dimension longer than 1 seen so far
 	for i := r - 2; i >= 0; i-- {
 		if shape[i] == 1 {

@@ -235,6 +235,14 @@ func TestZeroRows(t *testing.T) {
 	if err := GELU(nil, tensor.New(tensor.F16, 3, 0), tensor.New(tensor.F16, 3, 0)); err != nil {
 		t.Error(err)
 	}
+	// A zero inside the leading dimensions: contiguous, yet its strides do
+	// not chain as a non-empty tensor's would.
+	if err := SiLU(nil, tensor.New(tensor.F32, 2, 0, 4), tensor.New(tensor.F32, 2, 0, 4)); err != nil {
+		t.Error(err)
+	}
+	if err := SiLUAndMul(nil, tensor.New(tensor.F32, 3, 0, 1, 4), tensor.New(tensor.F32, 3, 0, 1, 8)); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestGatedVariants runs Gated for every activation, both layouts, the gate

@@ -26,6 +26,8 @@ func TestRowsOf(t *testing.T) {
 		{[]int{2, 1, 5}, []int{40, 3, 1}, 2, 40, true}, // a size-1 dimension's stride is irrelevant
 		{[]int{1, 1, 5}, []int{9, 9, 1}, 1, 5, true},
 		{[]int{0, 4}, []int{4, 1}, 0, 4, true},
+		{[]int{2, 0, 4}, []int{4, 4, 1}, 0, 4, true}, // no elements: strides do not matter
+		{[]int{3, 0, 1, 4}, []int{4, 4, 4, 1}, 0, 4, true},
 	} {
 		x, err := tensor.NewStrided(tensor.F32, c.shape, c.strides)
 		if err != nil {

@@ -1,6 +1,7 @@
 package rope
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gokittens/kittens/tensor"
@@ -101,13 +102,18 @@ func angleTable(rows, r int, theta float64) (c, s []float64) {
 // [maxPos, r] of dtype dt: row p holds cos(p·θ^(−2i/r)) for i ∈ [0, r/2),
 // then the matching sines. Angles are computed in float64 and rounded once
 // to dt. Frequency-scaled variants (llama3, YaRN) are built the same way
-// with their own ω_i.
+// with their own ω_i. maxPos ≥ 0, an even r > 0 and a float dt are the
+// caller's to get right: anything else panics, as tensor.New does.
 func CosSinCache(dt tensor.DType, maxPos, r int, theta float64) *tensor.Tensor {
+	if maxPos < 0 || r <= 0 || r%2 != 0 || !dt.IsFloat() {
+		panic(fmt.Sprintf("rope: CosSinCache(%v, maxPos %d, r %d): want maxPos ≥ 0, an even r > 0 and a float dtype", dt, maxPos, r))
+	}
+	half := r / 2
 	c, s := angleTable(maxPos, r, theta)
 	v := make([]float64, 0, maxPos*r)
 	for p := range maxPos {
-		v = append(v, c[p*r/2:][:r/2]...)
-		v = append(v, s[p*r/2:][:r/2]...)
+		v = append(v, c[p*half:][:half]...)
+		v = append(v, s[p*half:][:half]...)
 	}
 	t := tensor.New(dt, maxPos, r)
 	t.SetFloat64s(v)

@@ -554,3 +554,24 @@ func TestUntrustedPositionIsSkipped(t *testing.T) {
 		}
 	}
 }
+
+// TestCosSinCacheArguments: arguments no cache has panic with a message
+// that names them, not with a slice bound deep inside.
+func TestCosSinCacheArguments(t *testing.T) {
+	for _, c := range []struct {
+		dt        tensor.DType
+		maxPos, r int
+	}{{tensor.F32, 3, 5}, {tensor.F32, 4, 1}, {tensor.F32, 2, 0}, {tensor.F32, -1, 8}, {tensor.F32, 4, -2}, {tensor.I32, 4, 8}} {
+		func() {
+			defer func() {
+				if msg := fmt.Sprint(recover()); !strings.Contains(msg, "rope: CosSinCache(") {
+					t.Errorf("CosSinCache(%v, %d, %d): panic %q", c.dt, c.maxPos, c.r, msg)
+				}
+			}()
+			CosSinCache(c.dt, c.maxPos, c.r, 1e4)
+		}()
+	}
+	if c := CosSinCache(tensor.F32, 0, 8, 1e4); c.Dim(0) != 0 || c.Dim(1) != 8 {
+		t.Errorf("empty cache has shape %v", c.Shape())
+	}
+}
