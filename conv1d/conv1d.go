@@ -141,7 +141,10 @@ func ForwardSplit(s *cuda.Stream, q, k, v, x, w, bias *tensor.Tensor, seqs Varle
 // channel-first [B, dim, L]). initialStates [B, state_len, dim], optional,
 // are the states the sequences start from (nil: zeros); finalStates, same
 // shape, optional, receive the states after the call. The two may be the
-// same tensor (updated in place) but must not otherwise overlap.
+// same tensor (updated in place) but must not otherwise overlap. With L = 0
+// nothing is written, finalStates included, as the varlen form skips
+// sequences of length 0 (spec §4.1): pass the same tensor for both to keep
+// states across such a call.
 func ForwardDense(s *cuda.Stream, y, x, w, bias, initialStates, finalStates *tensor.Tensor, o Options) error {
 	const op = "conv1d.ForwardDense"
 	vd := tensor.Validate(op)

@@ -1,9 +1,17 @@
 package conv1d
 
-import "math"
+import (
+	"math"
+
+	"github.com/gokittens/kittens/tensor"
+)
 
 // reference is the CPU path: the §4 math in float64, written as directly as
 // possible, on host tensors whose indices checkIndices has already read.
+// Each sequence reads and writes only its own output rows and its own state
+// slot (in circular mode, only the columns it writes), so that whatever the
+// call skips keeps its bytes, NaN payloads included, as on the device, and
+// calls on disjoint slots of one pool may run side by side.
 func (p *plan) reference() {
 	dim, width, sl := p.dim, p.width, p.stateLen
 	xs, ws := p.x.Float64s(), p.w.Float64s()
@@ -11,37 +19,35 @@ func (p *plan) reference() {
 	if p.bias != nil {
 		bs = p.bias.Float64s()
 	}
-	var outs [3][]float64 // current contents: skipped rows stay as they are
-	for i, o := range p.outs {
-		if o != nil {
-			outs[i] = o.Float64s()
-		}
+	type sequence struct {
+		start, end, slot int
+		mv               int       // the NumAcceptedTokens or CacheSeqlens entry
+		old              []float64 // the slot's state row [sl, dim] before the call, or nil
 	}
-	var stIn, stOut []float64
-	if p.stateIn != nil {
-		stIn = p.stateIn.Float64s() // a snapshot: stateOut may be the same pool
-	}
-	if p.stateOut != nil {
-		stOut = p.stateOut.Float64s()
-	}
+	var seqs []sequence
 	for b := range p.nSeqs {
-		start, end := b*p.seqLen, (b+1)*p.seqLen
+		s := sequence{start: b * p.seqLen, end: (b + 1) * p.seqLen, slot: b}
 		if p.cuHost != nil {
-			start, end = int(p.cuHost[b]), int(p.cuHost[b+1])
+			s.start, s.end = int(p.cuHost[b]), int(p.cuHost[b+1])
 		}
-		slot := b
 		if p.slotHost != nil {
-			slot = int(p.slotHost[b])
+			s.slot = int(p.slotHost[b])
 		}
-		n := end - start
-		if slot < 0 || n == 0 {
+		if s.slot < 0 || s.end == s.start {
 			continue
 		}
-		init := stIn != nil && (p.initHost == nil || p.initHost[b] != 0)
-		var mv int // the sequence's NumAcceptedTokens or CacheSeqlens entry
 		if p.modeHost != nil {
-			mv = int(p.modeHost[b])
+			s.mv = int(p.modeHost[b])
 		}
+		// Every old row is read before any is written: stateOut may be
+		// the same pool.
+		if p.stateIn != nil && (p.initHost == nil || p.initHost[b] != 0) {
+			s.old = part(p.stateIn, 0, s.slot, s.slot+1).Float64s()
+		}
+		seqs = append(seqs, s)
+	}
+	for _, s := range seqs {
+		n, mv, old := s.end-s.start, s.mv, s.old
 		// histCol is the state column that holds x̃[τ], τ < 0, in each mode.
 		histCol := func(tau int) int {
 			switch p.mode {
@@ -57,11 +63,17 @@ func (p *plan) reference() {
 		xt := func(tau, c int) float64 {
 			switch {
 			case tau >= 0:
-				return xs[(start+tau)*dim+c]
-			case init:
-				return stIn[(slot*sl+histCol(tau))*dim+c]
+				return xs[(s.start+tau)*dim+c]
+			case old != nil:
+				return old[histCol(tau)*dim+c]
 			}
 			return 0
+		}
+		var outs [3][]float64 // the sequence's rows of each output
+		for i, o := range p.outs {
+			if o != nil {
+				outs[i] = make([]float64, n*o.Dim(1))
+			}
 		}
 		for t := range n {
 			for c := range dim {
@@ -81,39 +93,50 @@ func (p *plan) reference() {
 				case p.split[0] < dim:
 					pw = p.split[0]
 				}
-				outs[part][(start+t)*pw+col] = acc
+				outs[part][t*pw+col] = acc
 			}
 		}
-		if stOut != nil {
-			for c := range dim {
-				row := func(j int) *float64 { return &stOut[(slot*sl+j)*dim+c] }
-				old := func(j int) float64 { return stIn[(slot*sl+j)*dim+c] }
-				switch p.mode {
-				case modeSpec: // columns [accepted, accepted+sl−n) of the old row, then x
-					for j := range sl - n {
-						*row(j) = old(mv + j)
-					}
-					for i := range n {
-						*row(sl - n + i) = xt(i, c)
-					}
-				case modeCircular: // x written in order from the ring position on
-					for i := range n {
-						*row((mv + i) % sl) = xt(i, c)
-					}
-				default: // the last sl entries of [old row ‖ x]
-					for j := range sl {
-						*row(j) = xt(n-sl+j, c)
+		for i, o := range p.outs {
+			if o != nil {
+				part(o, 0, s.start, s.end).SetFloat64s(outs[i])
+			}
+		}
+		if p.stateOut == nil {
+			continue
+		}
+		row := part(p.stateOut, 0, s.slot, s.slot+1)
+		switch p.mode {
+		case modeCircular: // x written in order from the ring position on: only a column's last write stays
+			for i := max(n-sl, 0); i < n; i++ {
+				v := make([]float64, dim)
+				for c := range v {
+					v[c] = xt(i, c)
+				}
+				col := (mv + i) % sl
+				part(row, 1, col, col+1).SetFloat64s(v)
+			}
+		default:
+			v := make([]float64, sl*dim)
+			for j := range sl {
+				for c := range dim {
+					if p.mode == modeSpec && j < sl-n { // columns [accepted, accepted+sl−n) of the old row, then x
+						v[j*dim+c] = old[(mv+j)*dim+c]
+					} else { // the last sl entries of [old row ‖ x]
+						v[j*dim+c] = xt(n-sl+j, c)
 					}
 				}
 			}
+			row.SetFloat64s(v)
 		}
 	}
-	for i, o := range p.outs {
-		if o != nil {
-			o.SetFloat64s(outs[i])
-		}
+}
+
+// part is the view of t's indices [lo, hi) along dim, which the caller has
+// checked lie inside it.
+func part(t *tensor.Tensor, dim, lo, hi int) *tensor.Tensor {
+	v, err := t.Slice(dim, lo, hi)
+	if err != nil {
+		panic(err) // a bug in this package: the indices were checked
 	}
-	if p.stateOut != nil {
-		p.stateOut.SetFloat64s(stOut)
-	}
+	return v
 }

@@ -1,6 +1,7 @@
 package conv1d
 
 import (
+	"encoding/binary"
 	"math"
 	"testing"
 
@@ -233,6 +234,54 @@ func TestSpecAfterForward(t *testing.T) {
 		}
 		if got := near(out.Float64s(), want); got != tc.same {
 			t.Errorf("accepted %d after Forward: out %v, one Forward %v; want them equal: %v", tc.accepted, out.Float64s(), want, tc.same)
+		}
+	}
+}
+
+// TestReferenceLeavesSkippedBytes: the CPU path writes only the rows and
+// state columns a call uses. A pad sequence's output rows, unused slots and,
+// in circular mode, the ring columns no input reaches keep their bytes, NaN
+// payloads included (a round trip through float64 would change them).
+func TestReferenceLeavesSkippedBytes(t *testing.T) {
+	const nan = 0x7fab // a bf16 NaN whose payload float64 does not keep
+	fill := func(x *tensor.Tensor) {
+		b := x.Bytes()
+		for i := 0; i < len(b); i += 2 {
+			binary.LittleEndian.PutUint16(b[i:], nan)
+		}
+	}
+	bf := tensor.BF16
+	x, w := tensor.New(bf, 2, 2), tensor.New(bf, 2, 2)
+	x.SetFloat64s([]float64{1, 2, 3, 4})
+	w.SetFloat64s([]float64{1, 1, 1, 1})
+	y, pool := tensor.New(bf, 2, 2), tensor.New(bf, 3, 1, 2)
+	fill(y)
+	fill(pool)
+	v := Varlen{CuSeqlens: i32s(0, 1, 2), CacheIndices: i32s(0, -1), ConvStates: pool}
+	if err := Forward(nil, y, x, w, nil, v, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []uint16{0x3f80, 0x4000, nan, nan} { // y row 0 is x row 0 (no initial state); row 1 is a pad's
+		if got := binary.LittleEndian.Uint16(y.Bytes()[2*i:]); got != want {
+			t.Errorf("y element %d: bits %#04x, want %#04x", i, got, want)
+		}
+	}
+	for i, want := range []uint16{0x3f80, 0x4000, nan, nan, nan, nan} { // slot 0 is written; slots 1 and 2 are not used
+		if got := binary.LittleEndian.Uint16(pool.Bytes()[2*i:]); got != want {
+			t.Errorf("state element %d: bits %#04x, want %#04x", i, got, want)
+		}
+	}
+	// Circular mode, a ring of 4 columns, one input written at column 2.
+	ring := tensor.New(bf, 1, 4, 1)
+	fill(ring)
+	out := tensor.New(bf, 1, 1)
+	if err := Update(nil, out, tensor.New(bf, 1, 1), tensor.New(bf, 1, 2), nil,
+		Decode{ConvStates: ring, CacheSeqlens: i32s(2)}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []uint16{nan, nan, 0, nan} {
+		if got := binary.LittleEndian.Uint16(ring.Bytes()[2*i:]); got != want {
+			t.Errorf("ring column %d: bits %#04x, want %#04x", i, got, want)
 		}
 	}
 }
