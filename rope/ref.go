@@ -25,32 +25,63 @@ func rotateRow(x []float64, half int, style Style, p int64, cs cosSinFunc) {
 }
 
 // refQK is the CPU reference of RotateQK: q and k (k may be nil) rotated in
-// place, token t at position pos[t].
+// place, token t at position pos[t]. Only the rotary dims are read and
+// written: the others keep their bytes, as the kernel leaves them.
 func refQK(q, k *tensor.Tensor, pos []int64, half int, style Style, cs cosSinFunc) {
 	for _, x := range []*tensor.Tensor{q, k} {
 		if x == nil {
 			continue
 		}
-		v := x.Float64s()
-		H, D := x.Dim(1), x.Dim(2)
+		rot := rotary(x, half)
+		v := rot.Float64s()
+		H, r := x.Dim(1), 2*half
 		for t, p := range pos {
 			for h := range H {
-				rotateRow(v[(t*H+h)*D:][:D], half, style, p, cs)
+				rotateRow(v[(t*H+h)*r:][:r], half, style, p, cs)
 			}
 		}
-		x.SetFloat64s(v)
+		rot.SetFloat64s(v)
 	}
 }
 
 // refBHSD is the CPU reference of Rope: y = RoPE(x), row (b, h, s) at
-// position s. y may be x.
+// position s. y may be x. The dims past the rotary ones are copied bit for
+// bit, as the kernel copies them (NaN payloads included).
 func refBHSD(y, x *tensor.Tensor, half int, style Style, cs cosSinFunc) {
-	v := x.Float64s()
-	S, D := x.Dim(2), x.Dim(3)
-	for row := range x.Dim(0) * x.Dim(1) * S {
-		rotateRow(v[row*D:][:D], half, style, int64(row%S), cs)
+	if !tensor.Same(y, x) {
+		copyPassThrough(y, x, 2*half)
 	}
-	y.SetFloat64s(v)
+	v := rotary(x, half).Float64s()
+	S, r := x.Dim(2), 2*half
+	for row := range x.Dim(0) * x.Dim(1) * S {
+		rotateRow(v[row*r:][:r], half, style, int64(row%S), cs)
+	}
+	rotary(y, half).SetFloat64s(v)
+}
+
+// rotary is the view of x's first 2·half dims of its last dimension.
+func rotary(x *tensor.Tensor, half int) *tensor.Tensor {
+	v, err := x.Slice(x.Rank()-1, 0, 2*half)
+	if err != nil {
+		panic(err) // a bug in this package: the rotary dim was checked
+	}
+	return v
+}
+
+// copyPassThrough copies the bytes of dims [r, D) of every row of the
+// [B, H, S, D] host tensor x into y, whose strides may differ.
+func copyPassThrough(y, x *tensor.Tensor, r int) {
+	size, D := x.DType().Size(), x.Dim(3)
+	xb, yb := x.Bytes(), y.Bytes()
+	for b := range x.Dim(0) {
+		for h := range x.Dim(1) {
+			for s := range x.Dim(2) {
+				xo := (b*x.Stride(0) + h*x.Stride(1) + s*x.Stride(2) + r) * size
+				yo := (b*y.Stride(0) + h*y.Stride(1) + s*y.Stride(2) + r) * size
+				copy(yb[yo:yo+(D-r)*size], xb[xo:])
+			}
+		}
+	}
 }
 
 // tableCosSin reads a [maxPos, r] cache: cos in the first r/2 columns, sin

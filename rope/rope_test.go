@@ -2,6 +2,7 @@ package rope
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -573,5 +574,38 @@ func TestCosSinCacheArguments(t *testing.T) {
 	}
 	if c := CosSinCache(tensor.F32, 0, 8, 1e4); c.Dim(0) != 0 || c.Dim(1) != 8 {
 		t.Errorf("empty cache has shape %v", c.Shape())
+	}
+}
+
+// TestReferenceKeepsPassThroughBits: the CPU path leaves the dims past the
+// rotary ones bit for bit, as the kernels do: in place in RotateQK, and
+// copied into a y of other strides in Rope. A bf16 NaN whose payload a
+// round trip through float64 would change marks them.
+func TestReferenceKeepsPassThroughBits(t *testing.T) {
+	const nan = 0x7fab
+	bits := func(x *tensor.Tensor, i int) uint16 { return binary.LittleEndian.Uint16(x.Bytes()[2*i:]) }
+	q := tensor.New(tensor.BF16, 1, 1, 8) // rotary dim 4: elements 4-7 pass through
+	q.SetFloat64s([]float64{1, 2, 3, 4, 5, 6, 7, 8})
+	binary.LittleEndian.PutUint16(q.Bytes()[2*6:], nan)
+	pos := tensor.New(tensor.I64, 1)
+	if err := RotateQK(nil, q, nil, pos, CosSinCache(tensor.F32, 4, 4, 1e4), Options{RotaryDim: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if b := bits(q, 6); b != nan {
+		t.Errorf("RotateQK: pass-through NaN has bits %#04x, want %#04x", b, nan)
+	}
+	x := tensor.New(tensor.BF16, 1, 1, 2, 8)
+	x.SetFloat64s([]float64{1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8})
+	binary.LittleEndian.PutUint16(x.Bytes()[2*(8+5):], nan)
+	y, _ := tensor.NewStrided(tensor.BF16, []int{1, 1, 2, 8}, []int{32, 32, 16, 1})
+	cos, sin := cosSinTables(tensor.F32, 2, 4, 1e4)
+	if err := Rope(nil, y, x, cos, sin, Options{RotaryDim: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if b := bits(y, 16+5); b != nan {
+		t.Errorf("Rope: copied NaN has bits %#04x, want %#04x", b, nan)
+	}
+	if got := y.Float64s()[4:8]; !slices.Equal(got, []float64{5, 6, 7, 8}) {
+		t.Errorf("Rope: pass-through dims %v, want [5 6 7 8]", got)
 	}
 }
