@@ -285,6 +285,11 @@ func stream(s *cuda.Stream, t *tensor.Tensor) *cuda.Stream {
 // x, w [N] and y share a dtype (bf16, f16, f32). o.RStd optionally receives
 // r. With o.PadTo > 0, y is [M, ceil(N/PadTo)·PadTo] and its extra columns
 // are +0.0 (rmsnorm_pad). y may be x itself (in place).
+//
+// The sum of squares is accumulated in fp32 (spec §1.1): a row whose sum
+// passes fp32's range (|x| above about 1.8e19) gets r = 0, and an Inf in a
+// row makes that element NaN and its finite elements 0, as torch's
+// x·rsqrt(mean(x²) + eps) does. The same holds for L2Norm.
 func RMSNorm(s *cuda.Stream, y, x, w *tensor.Tensor, o Options) error {
 	j := &job{op: opRMS, weight: weightOf(o), y: y, x: x, w: w, rstd: o.RStd, eps: o.eps()}
 	if err := j.validate("norm.RMSNorm", rmsNames, o); err != nil {

@@ -238,15 +238,13 @@ func TestEpsRoundsToFP32(t *testing.T) {
 	const f32 = tensor.F32
 	run := func(dev *cuda.Device) (rsigma float64, y []float64) {
 		args := []*tensor.Tensor{tensor.New(f32, 1, 2), tensor.New(f32, 1), host(f32, []float64{0, 0}, 1, 2), host(f32, []float64{1, 1}, 2)}
-		if dev != nil {
-			for i, a := range args {
-				d, err := a.ToDevice(dev)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer d.Free()
-				args[i] = d
+		for i, a := range args {
+			d, err := onDevice(dev, a)
+			if err != nil {
+				t.Fatal(err)
 			}
+			defer d.Free()
+			args[i] = d
 		}
 		if err := RMSNorm(nil, args[0], args[2], args[3], Options{Eps: 1e-50, RStd: args[1]}); err != nil {
 			t.Fatal(err)
@@ -277,6 +275,64 @@ func TestEpsRoundsToFP32(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSumOfSquaresOverflowsAsFP32: a row whose sum of squares passes fp32's
+// range gets r = 0 on the host, as the kernels' fp32 accumulator gives it,
+// and an Inf zeroes the row's finite elements (RMSNorm and L2Norm alike).
+// Where a GPU is found the kernel runs the same rows.
+func TestSumOfSquaresOverflowsAsFP32(t *testing.T) {
+	const f32 = tensor.F32
+	devs := []*cuda.Device{nil} // the host
+	if d := gputest.Maybe(t); d != nil {
+		devs = append(devs, d)
+	}
+	x := host(f32, []float64{0x1p64, 0x1p64, 1, math.Inf(1), 1, 2}, 2, 3)
+	for _, dev := range devs {
+		for name, run := range map[string]func(y, x *tensor.Tensor) error{
+			"rmsnorm": func(y, x *tensor.Tensor) error {
+				w, err := onDevice(dev, host(f32, []float64{1, 1, 1}, 3))
+				if err != nil {
+					return err
+				}
+				defer w.Free()
+				return RMSNorm(nil, y, x, w, Options{Eps: 1e-6})
+			},
+			"l2norm": func(y, x *tensor.Tensor) error { return L2Norm(nil, y, x, Options{Eps: 1e-6}) },
+		} {
+			xd, err := onDevice(dev, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer xd.Free()
+			yd, err := onDevice(dev, tensor.New(f32, 2, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer yd.Free()
+			if err := run(yd, xd); err != nil {
+				t.Fatal(err)
+			}
+			y := yd
+			if dev != nil {
+				if y, err = yd.ToHost(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := y.Float64s()
+			if !slices.Equal(got[:3], []float64{0, 0, 0}) || !math.IsNaN(got[3]) || got[4] != 0 || got[5] != 0 {
+				t.Errorf("%s on device %v: %v, want [0 0 0 NaN 0 0]", name, dev != nil, got)
+			}
+		}
+	}
+}
+
+// onDevice copies a host tensor to dev, or returns it where dev is nil.
+func onDevice(dev *cuda.Device, h *tensor.Tensor) (*tensor.Tensor, error) {
+	if dev == nil {
+		return h, nil
+	}
+	return h.ToDevice(dev)
 }
 
 // TestPaddingIsPositiveZero checks the pad columns hold +0.0 bit for bit.

@@ -52,7 +52,7 @@ func (j *job) reference() {
 			for _, e := range v {
 				ss += e * e
 			}
-			r = 1 / math.Sqrt(ss/j.denom+j.eps)
+			r = 1 / math.Sqrt(fp32Sum(ss)/j.denom+j.eps)
 			for k, e := range v {
 				y[k] = e * r * j.scale(ws, k)
 			}
@@ -122,4 +122,14 @@ func floatsOrNil(t *tensor.Tensor) []float64 {
 		return nil
 	}
 	return t.Float64s()
+}
+
+// fp32Sum is a sum of squares as the kernels' fp32 accumulator holds it:
+// +Inf past fp32's range (rows with |x| above about 1.8e19), where float64
+// would still hold it. The row's r is then 0, on the host as on the device.
+func fp32Sum(ss float64) float64 {
+	if ss > math.MaxFloat32 {
+		return math.Inf(1)
+	}
+	return ss
 }
