@@ -15,7 +15,18 @@ import (
 // in every dtype, width and activation (see gputest.CompileAll). The
 // prefill ring's bulk copies need an NVRTC of version 12 or newer (sm_90a).
 func TestKernelsCompile(t *testing.T) {
-	h200 := cuda.Props{SMs: 132, L2Bytes: 60 << 20}
+	gputest.CompileAll(t, pickedKernels(cuda.Props{Major: 9, SMs: 132, L2Bytes: 60 << 20}))
+}
+
+// TestKernelsCompilePreHopper compiles what the picker yields on an A100
+// (no bulk-copy ring there) for sm_80.
+func TestKernelsCompilePreHopper(t *testing.T) {
+	gputest.CompileAllFor(t, "sm_80", pickedKernels(cuda.Props{Major: 8, SMs: 108, L2Bytes: 40 << 20}))
+}
+
+// pickedKernels lists the specializations the picker yields on props for
+// the shapes TestKernelsCompile names.
+func pickedKernels(props cuda.Props) []jit.Kernel {
 	specs := map[kernelSpec]bool{}
 	var kernels []jit.Kernel
 	for _, dt := range []tensor.DType{bf16, f16, f32} {
@@ -41,7 +52,7 @@ func TestKernelsCompile(t *testing.T) {
 				}
 				for _, silu := range []bool{false, true} {
 					for _, mode := range modes {
-						sp := pickConfig(h200, sh).spec(dt, width, silu, mode)
+						sp := pickConfig(props, sh).spec(dt, width, silu, mode)
 						if !specs[sp] {
 							specs[sp] = true
 							kernels = append(kernels, sp.kernel())
@@ -51,5 +62,5 @@ func TestKernelsCompile(t *testing.T) {
 			}
 		}
 	}
-	gputest.CompileAll(t, kernels)
+	return kernels
 }

@@ -181,9 +181,9 @@ func pickConfig(props cuda.Props, sh shape) config {
 	for c.threads > 32 && blocks() < 2*sms {
 		c.threads /= 2
 	}
-	// The ring needs 16-byte aligned rows; decode (fewer tokens than a
-	// batch) and in-place calls keep the register path.
-	if !sh.inPlace && (sh.seqLen == 0 || sh.seqLen >= unrollSteps) && sh.maxVec*sh.elemSize == maxVecBytes {
+	// The ring needs Hopper's bulk copies and 16-byte aligned rows; decode
+	// (fewer tokens than a batch) and in-place calls keep the register path.
+	if props.Major >= 9 && !sh.inPlace && (sh.seqLen == 0 || sh.seqLen >= unrollSteps) && sh.maxVec*sh.elemSize == maxVecBytes {
 		r := c
 		r.ring, r.stages, r.chunk = ringRows, ringStages, min(c.chunk, ringChunk)
 		if r.shared(sh.elemSize) <= maxRingBytes {

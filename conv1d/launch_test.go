@@ -8,8 +8,8 @@ import (
 )
 
 func TestPickConfig(t *testing.T) {
-	h100 := cuda.Props{SMs: 132, L2Bytes: 50 << 20}
-	small := cuda.Props{SMs: 8, L2Bytes: 4 << 20}
+	h100 := cuda.Props{Major: 9, SMs: 132, L2Bytes: 50 << 20}
+	small := cuda.Props{Major: 9, SMs: 8, L2Bytes: 4 << 20}
 	for _, tc := range []struct {
 		name  string
 		props cuda.Props
@@ -24,6 +24,9 @@ func TestPickConfig(t *testing.T) {
 			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 12, ring: 8, stages: 4}},
 		{"prefill on few SMs", small, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8},
 			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 16, ring: 8, stages: 4, evictLast: true}},
+		{"prefill before Hopper: registers (no bulk copies)", cuda.Props{Major: 8, SMs: 108, L2Bytes: 40 << 20},
+			shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 8},
+			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
 		{"prefill unaligned rows: registers", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 2, maxVec: 4},
 			config{vec: 4, unroll: 8, minBlocks: 6, threads: 128, chunk: 24}},
 		{"prefill f32: the ring would not fit", h100, shape{dim: 8192, tokens: 4096, seqs: 1, elemSize: 4, maxVec: 4},

@@ -61,7 +61,13 @@ template <bool EvictLast = false> KI void bulk_load(void* dst, const void* src, 
   }
 }
 
-// Cluster queries and the cluster-wide barrier.
+// Cluster queries and the cluster-wide barrier. Before Hopper there are no
+// clusters: every block is a cluster of one, whose barrier is the block's,
+// and the pickers choose no cluster larger than one there; what only a
+// larger cluster reaches traps if it is reached all the same. So kernels
+// that merge over a cluster when it has more than one block compile for
+// every architecture.
+#if __CUDA_ARCH__ >= 900
 KI u32 cluster_ctarank() { u32 r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
 KI u32 cluster_nctarank() { u32 r; asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r)); return r; }
 KI void cluster_sync() {
@@ -81,3 +87,10 @@ KI float dsmem_load_f32(const float* local, u32 rank) {
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(cluster_map(local, rank)) : "memory");
   return v;
 }
+#else
+KI u32 cluster_ctarank() { return 0; }
+KI u32 cluster_nctarank() { return 1; }
+KI void cluster_sync() { __syncthreads(); }
+KI u32 cluster_map(const void*, u32) { __trap(); return 0; }
+KI float dsmem_load_f32(const float* local, u32 rank) { return rank == 0 ? *local : (__trap(), 0.f); }
+#endif

@@ -27,3 +27,20 @@ func TestKernelsCompile(t *testing.T) {
 	}
 	gputest.CompileAll(t, ks)
 }
+
+// TestKernelsCompilePreHopper compiles what the pickers yield for the
+// benchmark shapes on a small pre-Hopper GPU (no clusters, no bulk copies)
+// for sm_86: the cluster merges these kernels hold, which such a GPU never
+// takes, must still compile there.
+func TestKernelsCompilePreHopper(t *testing.T) {
+	specs := map[spec]bool{}
+	for _, b := range benchShapes {
+		specs[pickConfig(small, b.M, b.N, b.DType, 16/b.DType.Size()).spec] = true
+		specs[pickRegister(small, b.M, b.N, b.DType, 16/b.DType.Size()).spec] = true
+	}
+	var ks []jit.Kernel
+	for sp := range specs {
+		ks = append(ks, kernels.Kernel(sp))
+	}
+	gputest.CompileAllFor(t, "sm_86", ks)
+}

@@ -28,8 +28,16 @@ const (
 // specializations a package's pickers can yield.
 func CompileAll(t *testing.T, kernels []jit.Kernel) {
 	t.Helper()
-	arch := os.Getenv(EnvArch)
-	if arch == "" {
+	CompileAllFor(t, os.Getenv(EnvArch), kernels)
+}
+
+// CompileAllFor is CompileAll for the architecture arch, whatever
+// KITTENS_NVRTC_ARCH names (which must still be set: it asks for the compile
+// checks): it compiles what a package's pickers yield on other devices (an
+// sm_80 part, say) for those devices.
+func CompileAllFor(t *testing.T, arch string, kernels []jit.Kernel) {
+	t.Helper()
+	if os.Getenv(EnvArch) == "" {
 		t.Skipf("set %s (e.g. sm_90a) to compile every specialization with NVRTC", EnvArch)
 	}
 	dir := os.Getenv(EnvCubinDir)
