@@ -1,11 +1,11 @@
 // Command kittens inspects, checks and benchmarks the library's kernels.
 //
 //	kittens info                      the driver, NVRTC and GPU this machine has
-//	kittens list                      every registered op and its cases
+//	kittens list                      every registered op: its case counts and what it computes
 //	kittens check [-op RE] [-case RE] [-cpu] [-write KERNELS.md]
 //	                                  parity of every op with its CPU reference
 //	kittens bench [-op RE] [-case RE] [-cpu] [-vs torch] [-write BENCH.md] [-json FILE] [-runs N]
-//	                                  time every op, optionally beside PyTorch
+//	                                  time every benchmark case, optionally beside PyTorch
 //	kittens report [-write BENCH.md] RUN.json...
 //	                                  merge bench runs split to fit a time limit
 //
@@ -19,7 +19,8 @@
 // The exit status is 1 when a case fails or could not run, on either side
 // of a PyTorch comparison (bench -vs torch, and report of such runs: the
 // table then lacks a time), or when an output could not be written; 2 on a
-// usage error, a pattern that selects no case of the command included.
+// usage error, a pattern that selects no case of the command included, and
+// after a command's -h (kittens help and kittens -h exit 0).
 package main
 
 import (
@@ -59,7 +60,7 @@ type command struct {
 
 var commands = []command{
 	{"info", "", "the driver, NVRTC, GPU and kernel cache of this machine", (*cli).info},
-	{"list", "", "every registered op with its parity and benchmark cases", (*cli).list},
+	{"list", "", "every registered op: how many parity and benchmark cases it has, and what it computes", (*cli).list},
 	{"check", "[-op RE] [-case RE] [-cpu] [-write FILE]", "run every op's parity cases against the CPU reference", (*cli).check},
 	{"bench", "[-op RE] [-case RE] [-cpu] [-vs torch] [-write FILE] [-json FILE] [-runs N]",
 		"time every op's benchmark cases (without a GPU: the host path of its parity cases)", (*cli).bench},
