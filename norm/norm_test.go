@@ -236,45 +236,19 @@ func TestReferenceHandComputed(t *testing.T) {
 // kernel runs the same row.
 func TestEpsRoundsToFP32(t *testing.T) {
 	const f32 = tensor.F32
-	run := func(dev *cuda.Device) (rsigma float64, y []float64) {
-		args := []*tensor.Tensor{tensor.New(f32, 1, 2), tensor.New(f32, 1), host(f32, []float64{0, 0}, 1, 2), host(f32, []float64{1, 1}, 2)}
-		for i, a := range args {
-			d, err := onDevice(dev, a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Free()
-			args[i] = d
+	ts := []*tensor.Tensor{tensor.New(f32, 1, 2), tensor.New(f32, 1), host(f32, []float64{0, 0}, 1, 2), host(f32, []float64{1, 1}, 2)}
+	onHostAndDevice(t, ts, func(ts []*tensor.Tensor) error {
+		return RMSNorm(nil, ts[0], ts[2], ts[3], Options{Eps: 1e-50, RStd: ts[1]})
+	}, func(where string, ts []*tensor.Tensor) {
+		if r := ts[1].Float64s()[0]; !math.IsInf(r, 1) {
+			t.Errorf("%s: rsigma %v, want +Inf", where, r)
 		}
-		if err := RMSNorm(nil, args[0], args[2], args[3], Options{Eps: 1e-50, RStd: args[1]}); err != nil {
-			t.Fatal(err)
-		}
-		for i := range 2 {
-			if dev != nil {
-				h, err := args[i].ToHost()
-				if err != nil {
-					t.Fatal(err)
-				}
-				args[i] = h
-			}
-		}
-		return args[1].Float64s()[0], args[0].Float64s()
-	}
-	devs := []*cuda.Device{nil} // the host
-	if d := gputest.Maybe(t); d != nil {
-		devs = append(devs, d)
-	}
-	for _, dev := range devs {
-		r, y := run(dev)
-		if !math.IsInf(r, 1) {
-			t.Errorf("device %v: rsigma %v, want +Inf", dev != nil, r)
-		}
-		for _, v := range y {
+		for _, v := range ts[0].Float64s() {
 			if !math.IsNaN(v) {
-				t.Errorf("device %v: output %v, want NaN", dev != nil, v)
+				t.Errorf("%s: output %v, want NaN", where, v)
 			}
 		}
-	}
+	})
 }
 
 // TestSumOfSquaresOverflowsAsFP32: a row whose sum of squares passes fp32's
@@ -283,56 +257,61 @@ func TestEpsRoundsToFP32(t *testing.T) {
 // Where a GPU is found the kernel runs the same rows.
 func TestSumOfSquaresOverflowsAsFP32(t *testing.T) {
 	const f32 = tensor.F32
+	ts := []*tensor.Tensor{tensor.New(f32, 2, 3), host(f32, []float64{0x1p64, 0x1p64, 1, math.Inf(1), 1, 2}, 2, 3), host(f32, []float64{1, 1, 1}, 3)}
+	for name, op := range map[string]func(ts []*tensor.Tensor) error{
+		"rmsnorm": func(ts []*tensor.Tensor) error { return RMSNorm(nil, ts[0], ts[1], ts[2], Options{Eps: 1e-6}) },
+		"l2norm":  func(ts []*tensor.Tensor) error { return L2Norm(nil, ts[0], ts[1], Options{Eps: 1e-6}) },
+	} {
+		onHostAndDevice(t, ts, op, func(where string, ts []*tensor.Tensor) {
+			got := ts[0].Float64s()
+			if !slices.Equal(got[:3], []float64{0, 0, 0}) || !math.IsNaN(got[3]) || got[4] != 0 || got[5] != 0 {
+				t.Errorf("%s on the %s: %v, want [0 0 0 NaN 0 0]", name, where, got)
+			}
+		})
+	}
+}
+
+// onHostAndDevice runs op on host copies of ts, then, where a GPU is found,
+// on device copies, and hands check each run's tensors on the host, with
+// where it ran ("host" or "device").
+func onHostAndDevice(t *testing.T, ts []*tensor.Tensor, op func(ts []*tensor.Tensor) error, check func(where string, ts []*tensor.Tensor)) {
+	t.Helper()
 	devs := []*cuda.Device{nil} // the host
 	if d := gputest.Maybe(t); d != nil {
 		devs = append(devs, d)
 	}
-	x := host(f32, []float64{0x1p64, 0x1p64, 1, math.Inf(1), 1, 2}, 2, 3)
 	for _, dev := range devs {
-		for name, run := range map[string]func(y, x *tensor.Tensor) error{
-			"rmsnorm": func(y, x *tensor.Tensor) error {
-				w, err := onDevice(dev, host(f32, []float64{1, 1, 1}, 3))
-				if err != nil {
-					return err
+		run := make([]*tensor.Tensor, len(ts))
+		for i, h := range ts {
+			var err error
+			if dev == nil {
+				run[i], err = tensor.NewStrided(h.DType(), h.Shape(), h.Strides())
+				if err == nil {
+					err = run[i].CopyFrom(h)
 				}
-				defer w.Free()
-				return RMSNorm(nil, y, x, w, Options{Eps: 1e-6})
-			},
-			"l2norm": func(y, x *tensor.Tensor) error { return L2Norm(nil, y, x, Options{Eps: 1e-6}) },
-		} {
-			xd, err := onDevice(dev, x)
+			} else if run[i], err = h.ToDevice(dev); err == nil {
+				defer run[i].Free()
+			}
 			if err != nil {
 				t.Fatal(err)
-			}
-			defer xd.Free()
-			yd, err := onDevice(dev, tensor.New(f32, 2, 3))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer yd.Free()
-			if err := run(yd, xd); err != nil {
-				t.Fatal(err)
-			}
-			y := yd
-			if dev != nil {
-				if y, err = yd.ToHost(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got := y.Float64s()
-			if !slices.Equal(got[:3], []float64{0, 0, 0}) || !math.IsNaN(got[3]) || got[4] != 0 || got[5] != 0 {
-				t.Errorf("%s on device %v: %v, want [0 0 0 NaN 0 0]", name, dev != nil, got)
 			}
 		}
+		if err := op(run); err != nil {
+			t.Fatal(err)
+		}
+		where := "host"
+		if dev != nil {
+			where = "device"
+			for i, d := range run {
+				h, err := d.ToHost()
+				if err != nil {
+					t.Fatal(err)
+				}
+				run[i] = h
+			}
+		}
+		check(where, run)
 	}
-}
-
-// onDevice copies a host tensor to dev, or returns it where dev is nil.
-func onDevice(dev *cuda.Device, h *tensor.Tensor) (*tensor.Tensor, error) {
-	if dev == nil {
-		return h, nil
-	}
-	return h.ToDevice(dev)
 }
 
 // TestPaddingIsPositiveZero checks the pad columns hold +0.0 bit for bit.
