@@ -11,7 +11,8 @@ import (
 )
 
 // TestDeviceRoundTrips moves strided tensors and views to a device and
-// back, poisons and copies there, and writes a device tensor as .npy.
+// back, poisons and copies there (between overlapping views too), and
+// writes a device tensor as .npy.
 func TestDeviceRoundTrips(t *testing.T) {
 	dev := gputest.Device(t)
 	rng := tensor.SeededRNG(9)
@@ -71,6 +72,25 @@ func TestDeviceRoundTrips(t *testing.T) {
 		}
 		if !slices.EqualFunc(dst.Float64s(), src.Float64s(), sameValue) {
 			t.Errorf("%v: CopyFrom through the device: %v, want %v", dt, dst.Float64s(), src.Float64s())
+		}
+		// CopyFrom between overlapping slices of one device tensor: each
+		// row gets its source row as it was before the call.
+		up, _ := full.Slice(0, 0, 3)
+		down, _ := full.Slice(0, 1, 4)
+		before, _ := full.ToHost()
+		if err := down.CopyFrom(up); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := full.ToHost()
+		old, shifted := before.Float64s(), after.Float64s()
+		for i := range shifted {
+			want := old[i]
+			if r := i / 7; r >= 1 && r < 4 {
+				want = old[i-7]
+			}
+			if !sameValue(shifted[i], want) {
+				t.Errorf("%v: element %d = %v after copying rows 0-2 onto rows 1-3, want %v", dt, i, shifted[i], want)
+			}
 		}
 		for _, f := range []*tensor.Tensor{d, full} {
 			if err := f.Free(); err != nil {

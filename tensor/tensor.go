@@ -64,6 +64,11 @@ func spanElems(shape, strides []int) int {
 	return n
 }
 
+// maxLayoutBytes bounds the bytes of a layout: Go's runtime allocates less
+// than 2⁴⁸ bytes on 64-bit Linux and Windows (asked for more, make panics),
+// and no device holds that much.
+const maxLayoutBytes = min(math.MaxInt, 1<<48-1)
+
 // checkLayout validates a layout of dtype dt (see Tensor) and returns the
 // bytes it spans.
 func checkLayout(dt DType, shape, strides []int) (int, error) {
@@ -103,14 +108,14 @@ func checkLayout(dt DType, shape, strides []int) (int, error) {
 		}
 		span += (d - 1) * strides[i]
 	}
-	if span > math.MaxInt/dt.Size() {
+	if span > maxLayoutBytes/dt.Size() {
 		return 0, fmt.Errorf("tensor: shape %v with strides %v is too large", shape, strides)
 	}
 	return span * dt.Size(), nil
 }
 
 // New returns a zeroed contiguous host tensor. It panics on an invalid
-// dtype, a negative dimension or a shape whose bytes overflow int.
+// dtype, a negative dimension or a shape of 2⁴⁸ bytes or more.
 func New(dt DType, shape ...int) *Tensor {
 	t, err := NewStrided(dt, shape, ContiguousStrides(shape))
 	if err != nil {
@@ -319,11 +324,26 @@ func (t *Tensor) ToHost() (*Tensor, error) {
 // direction between host and device. A tensor that owns its storage, or
 // has no gaps between its rows, takes src's whole storage span in one copy,
 // gaps included; a view with gaps (a column Slice) takes its elements
-// only, since its gaps belong to other tensors.
+// only, since its gaps belong to other tensors. Where the two share storage
+// (overlapping slices of one tensor), src is first copied aside, so that t
+// gets src's values from before the call.
 func (t *Tensor) CopyFrom(src *Tensor) error {
 	if t.dtype != src.dtype || !slices.Equal(t.shape, src.shape) || !slices.Equal(t.strides, src.strides) {
 		return fmt.Errorf("tensor: CopyFrom %v%v (strides %v) into %v%v (strides %v)",
 			src.dtype, src.shape, src.strides, t.dtype, t.shape, t.strides)
+	}
+	if Overlap(t, src) && !Same(t, src) {
+		// Copied a run at a time, t's first rows could overwrite src's
+		// later rows before they are read.
+		aside, err := EmptyStrided(src.dev, src.dtype, src.shape, src.strides)
+		if err != nil {
+			return err
+		}
+		defer aside.Free()
+		if err := aside.CopyFrom(src); err != nil {
+			return err
+		}
+		src = aside
 	}
 	return t.writeRanges(func(off, n int) error {
 		switch {

@@ -88,6 +88,7 @@ func TestLayout(t *testing.T) {
 		{"transposed", F32, []int{3, 2, 4}, []int{4, 12, 1}, "overlaps", 0, 0, false},
 		{"too large", F32, []int{1 << 40, 1 << 40}, []int{1 << 40, 1}, "too large", 0, 0, false},
 		{"too large in bytes", I64, []int{math.MaxInt / 4}, []int{1}, "too large", 0, 0, false},
+		{"beyond any allocation", U8, []int{2, 1}, []int{1 << 62, 1}, "too large", 0, 0, false},
 	}
 	for _, tt := range tests {
 		x, err := NewStrided(tt.dt, tt.shape, tt.strides)
