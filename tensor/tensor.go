@@ -266,8 +266,8 @@ func (t *Tensor) View(dt DType, shape, strides []int) (*Tensor, error) {
 
 // Slice returns the view of t with dimension dim restricted to
 // [start, end): the same strides, element 0 moved to index start. A column
-// slice of a matrix has a row stride larger than its row; two slices of one
-// tensor overlap (Overlap) only where their spans do.
+// slice of a matrix has a row stride larger than its row; Overlap tells
+// disjoint column slices of one matrix apart.
 func (t *Tensor) Slice(dim, start, end int) (*Tensor, error) {
 	if dim < 0 || dim >= len(t.shape) {
 		return nil, fmt.Errorf("tensor: Slice of dim %d of a rank-%d tensor", dim, len(t.shape))

@@ -179,20 +179,78 @@ func where(t *Tensor) string {
 	return fmt.Sprintf("device %d", t.dev.Ordinal)
 }
 
-// Overlap reports whether two tensors' storage spans (element 0 to the last
-// element, SpanBytes) overlap. It is conservative: two column slices of one
-// matrix interleave without sharing an element, yet their spans overlap.
-// Tensors without elements overlap nothing.
+// Overlap reports whether two tensors may share storage. Each tensor is
+// taken as rows: the steps along its outermost dimension (once dimensions
+// that step over exactly the next are merged), each row the span of the
+// dimensions inside it, or one row, its whole span, where its elements
+// fill the span. Where both step by the same row stride (or either has one
+// row), they overlap exactly where a row of one meets a row of the other,
+// so the column slices of one buffer that serving engines pass (the q, k
+// and v of a fused qkv) are disjoint. Otherwise it compares the two storage
+// spans (SpanBytes), which is conservative: a gap inside one tensor's span
+// may hold the other's elements. It never reports disjoint tensors that
+// share an element. Tensors without elements overlap nothing.
 func Overlap(a, b *Tensor) bool {
 	if a == nil || b == nil || a.dev != b.dev {
 		return false
 	}
 	na, nb := a.SpanBytes(), b.SpanBytes()
-	if na == 0 || nb == 0 {
+	if na == 0 || nb == 0 || !overlapRange(a.base(), na, b.base(), nb) {
 		return false
 	}
-	return overlapRange(a.base(), na, b.base(), nb)
+	ra, sa, wa := a.rows()
+	rb, sb, wb := b.rows()
+	stride := sa
+	switch {
+	case ra == 1:
+		stride = sb
+	case rb > 1 && sa != sb:
+		return true
+	}
+	// Row i of a is [i·stride, i·stride + wa) from a's base, row j of b
+	// [d + j·stride, d + j·stride + wb): they meet where -wb < d + k·stride
+	// < wa for k = j - i, which takes every value from 1 - ra to rb - 1.
+	d := int64(b.base()) - int64(a.base())
+	kmin := max(floorDiv(-wb-d, stride)+1, 1-ra)
+	kmax := min(ceilDiv(wa-d, stride)-1, rb-1)
+	return kmin <= kmax
 }
+
+// rows describes t, a tensor with elements, as n rows of w bytes each,
+// stride bytes apart. Its dimensions longer than 1 are merged first where
+// one steps over exactly the next (a [B, L, C] batch of whole sequences is
+// [B·L, C]); then the outermost gives the rows, each as wide as the span
+// of the dimensions inside it, or, where one dimension is left (the
+// elements fill the span), t is one row.
+func (t *Tensor) rows() (n, stride, w int64) {
+	var shape, strides []int // merged, outermost first
+	for i, d := range t.shape {
+		switch {
+		case d == 1:
+		case len(shape) > 0 && strides[len(strides)-1] == d*t.strides[i]:
+			shape[len(shape)-1] *= d
+			strides[len(strides)-1] = t.strides[i]
+		default:
+			shape, strides = append(shape, d), append(strides, t.strides[i])
+		}
+	}
+	if len(shape) < 2 {
+		return 1, 1, int64(t.SpanBytes())
+	}
+	size := int64(t.dtype.Size())
+	return int64(shape[0]), int64(strides[0]) * size, int64(spanElems(shape[1:], strides[1:])) * size
+}
+
+// floorDiv and ceilDiv round a / b (b > 0) down and up.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
 
 // Distance returns the bytes from a's element 0 to b's, for two tensors with
 // elements in one memory (the host, or one device), and false otherwise. For

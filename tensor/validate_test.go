@@ -124,6 +124,12 @@ func TestOverlapAndSame(t *testing.T) {
 	rows02, _ := x.View(F32, []int{2, 1, 4}, []int{8, 5, 1}) // rows 0 and 2
 	rows02b, _ := x.View(F32, []int{2, 1, 4}, []int{8, 4, 1})
 	rows02c, _ := x.View(F32, []int{2, 4}, []int{8, 1})
+	cols01, _ := x.Slice(1, 0, 2)
+	cols23, _ := x.Slice(1, 2, 4)
+	cols12, _ := x.Slice(1, 1, 3)
+	block, _ := rows12.Slice(1, 2, 4)                   // elements 6, 7, 10, 11
+	bytes23, _ := asBytes.Slice(0, 8, 16)               // elements 2 and 3, one row of bytes
+	another, _ := x.View(F32, []int{2, 1}, []int{5, 1}) // elements 0 and 5: a row stride of 5
 	tests := []struct {
 		name          string
 		a, b          *Tensor
@@ -146,6 +152,13 @@ func TestOverlapAndSame(t *testing.T) {
 		{"a row, another size-1 stride", row0, row0b, true, true},
 		{"rows 0 and 2, another size-1 stride", rows02, rows02b, true, true},
 		{"rows 0 and 2, another rank", rows02, rows02c, true, false},
+		{"disjoint column slices", cols01, cols23, false, false},
+		{"overlapping column slices", cols01, cols12, true, false},
+		{"a block beside columns", block, cols01, false, false},
+		{"a block across columns", block, cols12, true, false},
+		{"one row between rows", bytes23, cols01, false, false},
+		{"one row across rows", bytes23, cols23, true, false},
+		{"another row stride: the spans", another, cols23, true, false},
 	}
 	for _, tt := range tests {
 		if got := Overlap(tt.a, tt.b); got != tt.overlap {
@@ -156,6 +169,59 @@ func TestOverlapAndSame(t *testing.T) {
 		}
 		if got := Same(tt.a, tt.b); got != tt.same {
 			t.Errorf("%s: Same = %v, want %v", tt.name, got, tt.same)
+		}
+	}
+}
+
+// TestOverlapAgainstElements draws pairs of views of one buffer and checks
+// Overlap against the bytes their elements take: it never calls two views
+// that share a byte disjoint, and it is exact where its row model is (each
+// view's rows are filled by its elements, and the two step by one stride
+// or one of them is a single row).
+func TestOverlapAgainstElements(t *testing.T) {
+	rng := SeededRNG(11)
+	buf := New(U8, 1024)
+	dts := []DType{U8, BF16, F32, I64}
+	view := func() (*Tensor, []bool) {
+		dt := dts[rng.IntN(len(dts))]
+		shape := make([]int, 1+rng.IntN(3))
+		strides := make([]int, len(shape))
+		span := 1
+		for i := len(shape) - 1; i >= 0; i-- {
+			shape[i], strides[i] = 1+rng.IntN(4), 1
+			if i < len(shape)-1 {
+				strides[i] = span + rng.IntN(3)*rng.IntN(2)
+			}
+			span += (shape[i] - 1) * strides[i]
+		}
+		off := rng.IntN(buf.SpanBytes() - span*dt.Size() + 1)
+		b, _ := buf.Slice(0, off, buf.SpanBytes())
+		v, err := b.View(dt, shape, strides)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := make([]bool, buf.SpanBytes())
+		for i, e := range elementBytes(v) {
+			in[off+i] = e
+		}
+		return v, in
+	}
+	for range 20000 {
+		a, inA := view()
+		b, inB := view()
+		shared := false
+		for i := range inA {
+			shared = shared || inA[i] && inB[i]
+		}
+		na, sa, wa := a.rows()
+		nb, sb, wb := b.rows()
+		exact := na*wa == int64(a.Numel()*a.DType().Size()) && nb*wb == int64(b.Numel()*b.DType().Size()) &&
+			(na == 1 || nb == 1 || sa == sb)
+		for _, got := range []bool{Overlap(a, b), Overlap(b, a)} {
+			if shared && !got || exact && got != shared {
+				t.Fatalf("%v%v strides %v and %v%v strides %v, %d bytes apart: Overlap %v, shared bytes %v",
+					a.DType(), a.Shape(), a.Strides(), b.DType(), b.Shape(), b.Strides(), int64(b.base())-int64(a.base()), got, shared)
+			}
 		}
 	}
 }
