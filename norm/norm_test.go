@@ -271,6 +271,27 @@ func TestSumOfSquaresOverflowsAsFP32(t *testing.T) {
 	}
 }
 
+// TestPadAddOverflowsAsFP32: with PadTo the fused add keeps x + residual
+// in fp32, so a sum past fp32's range is +Inf on the host as in the pad
+// kernel: residualOut holds it, and its y element is NaN (Inf·0) where a
+// float64 sum gave 0. Where a GPU is found the kernel runs the same row.
+func TestPadAddOverflowsAsFP32(t *testing.T) {
+	const f32 = tensor.F32
+	ts := []*tensor.Tensor{tensor.New(f32, 1, 4), tensor.New(f32, 1, 3), host(f32, []float64{3e38, 1, -1}, 1, 3),
+		host(f32, []float64{3e38, 1, -1}, 1, 3), host(f32, []float64{1, 1, 1}, 3)}
+	onHostAndDevice(t, ts, func(ts []*tensor.Tensor) error {
+		return FusedAddRMSNorm(nil, ts[0], ts[1], ts[2], ts[3], ts[4], Options{Eps: 1e-6, PadTo: 4})
+	}, func(where string, ts []*tensor.Tensor) {
+		y, ro := ts[0].Float64s(), ts[1].Float64s()
+		if !math.IsNaN(y[0]) || y[1] != 0 || y[2] != 0 || y[3] != 0 {
+			t.Errorf("y on the %s: %v, want [NaN 0 0 0]", where, y)
+		}
+		if !slices.Equal(ro, []float64{math.Inf(1), 2, -2}) {
+			t.Errorf("residualOut on the %s: %v, want [+Inf 2 -2]", where, ro)
+		}
+	})
+}
+
 // onHostAndDevice runs op on host copies of ts, then, where a GPU is found,
 // on device copies, and hands check each run's tensors on the host, with
 // where it ran ("host" or "device").

@@ -7,8 +7,9 @@ import (
 )
 
 // reference runs a validated job on host tensors: float64 throughout, each
-// output rounded once when stored. Every input is read before any output is
-// written, so in-place calls need no care.
+// output rounded once when stored, but for the pad kernel's residual sum,
+// which is rounded to fp32 first, as that kernel holds it. Every input is
+// read before any output is written, so in-place calls need no care.
 func (j *job) reference() {
 	m, n, dt := j.rows(), j.n(), j.x.DType()
 	xs := j.x.Float64s()
@@ -35,8 +36,8 @@ func (j *job) reference() {
 			switch j.add {
 			case addRounded:
 				v[k] = tensor.Round(dt, a[k]+x2s[i*n+k])
-			case addFP32:
-				v[k] = a[k] + x2s[i*n+k]
+			case addFP32: // the pad kernel's fp32 sum: ±Inf past fp32's range, as there
+				v[k] = float64(float32(a[k] + x2s[i*n+k]))
 			default:
 				v[k] = a[k]
 			}
