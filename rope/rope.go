@@ -84,6 +84,7 @@ func (o Options) rotaryDim(d int) int {
 func checkRotary(v *tensor.Validator, arg string, d int, o Options) int {
 	r := o.rotaryDim(d)
 	v.Check(o.Style == NeoX || o.Style == GPTJ, "o.Style", "unknown style %v", o.Style)
+	v.Check(d > 0, arg, "head dim %d must be positive", d)
 	v.Check(d%2 == 0, arg, "head dim %d must be even", d)
 	v.Check(r > 0 && r%2 == 0, "o.RotaryDim", "rotary dim %d must be positive and even", r)
 	v.Check(r <= d, "o.RotaryDim", "rotary dim %d exceeds the head dim %d", r, d)

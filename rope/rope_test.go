@@ -77,6 +77,7 @@ func TestValidation(t *testing.T) {
 		{"qk k head dim", qk(func(a *qkArgs) { a.k = tensor.New(tensor.BF16, 5, 2, 8) }), "argument k: has shape [5 2 8]"},
 		{"qk k dtype", qk(func(a *qkArgs) { a.k = tensor.New(tensor.F16, 5, 2, 16) }), "argument k: has dtype f16"},
 		{"qk odd head dim", qk(func(a *qkArgs) { a.q, a.k, a.o.RotaryDim = tensor.New(tensor.BF16, 5, 4, 7), nil, 0 }), "head dim 7 must be even"},
+		{"qk zero head dim", qk(func(a *qkArgs) { a.q, a.k, a.o.RotaryDim = tensor.New(tensor.BF16, 5, 4, 0), nil, 0 }), "argument q: head dim 0 must be positive"},
 		{"qk odd rotary dim", qk(func(a *qkArgs) { a.o.RotaryDim = 5 }), "rotary dim 5 must be positive and even"},
 		{"qk negative rotary dim", qk(func(a *qkArgs) { a.o.RotaryDim = -2 }), "rotary dim -2 must be positive"},
 		{"qk rotary dim over head dim", qk(func(a *qkArgs) { a.o.RotaryDim = 18 }), "rotary dim 18 exceeds the head dim 16"},
@@ -111,6 +112,9 @@ func TestValidation(t *testing.T) {
 		{"bhsd odd head dim", bhsd(func(a *bhsdArgs) {
 			a.x, a.y, a.o.RotaryDim = tensor.New(tensor.F16, 2, 3, 5, 9), tensor.New(tensor.F16, 2, 3, 5, 9), 0
 		}), "head dim 9 must be even"},
+		{"bhsd zero head dim", bhsd(func(a *bhsdArgs) {
+			a.x, a.y, a.o.RotaryDim = tensor.New(tensor.F16, 2, 3, 0, 0), tensor.New(tensor.F16, 2, 3, 0, 0), 0
+		}), "argument x: head dim 0 must be positive"},
 		{"bhsd odd rotary dim", bhsd(func(a *bhsdArgs) { a.o.RotaryDim = 3 }), "rotary dim 3 must be positive and even"},
 		{"bhsd rotary dim over head dim", bhsd(func(a *bhsdArgs) { a.o.RotaryDim = 20 }), "rotary dim 20 exceeds"},
 		{"bhsd cos rows", bhsd(func(a *bhsdArgs) { a.cos, a.sin = cosSinTables(tensor.F32, 4, 16, 1e4) }), "argument cos: has 4 rows for sequence length 5"},
