@@ -131,8 +131,8 @@ func RotateQK(s *cuda.Stream, q, k, positions, cosSin *tensor.Tensor, o Options)
 		v.SameLocation([]string{"q", "k", "positions", "cosSin"}, q, k, positions, cosSin)
 	}
 	if v.Err() == nil {
-		if k != nil && !disjointQK(q, k) {
-			v.Failf("k", "overlaps q; q and k must be disjoint (rows of one qkv buffer are fine)")
+		if tensor.Overlap(q, k) { // exact for the heads of one qkv buffer
+			v.Failf("k", "overlaps q; q and k must be disjoint (heads of one qkv buffer are fine)")
 		}
 		v.NoOverlap("q", q, "cosSin", cosSin)
 		v.NoOverlap("q", q, "positions", positions)
@@ -228,34 +228,3 @@ func Rope(s *cuda.Stream, y, x, cos, sin *tensor.Tensor, o Options) error {
 	return launchBHSD(s, y, x, cos, sin, r, o.Style)
 }
 
-// disjointQK reports whether q and k share no element, the same way for
-// host and device tensors. Spans that overlap are still disjoint when both
-// are row-strided views of one buffer (a fused qkv) whose per-token windows
-// do not meet: same token stride W, and k's window [a, a+ek) mod W clear of
-// q's [0, eq) (or the reverse).
-func disjointQK(q, k *tensor.Tensor) bool {
-	if !tensor.Overlap(q, k) {
-		return true
-	}
-	if q.Stride(0) != k.Stride(0) {
-		return false
-	}
-	size := int64(q.DType().Size())
-	off, _ := tensor.Distance(q, k) // overlapping tensors share one memory
-	if off%size != 0 {
-		return false
-	}
-	return windowsDisjoint(off/size, int64(q.Stride(0)), rowExtent(q), rowExtent(k))
-}
-
-// rowExtent is the number of elements one token of a [T, H, D] tensor spans.
-func rowExtent(t *tensor.Tensor) int64 {
-	return int64((t.Dim(1)-1)*t.Stride(1) + t.Dim(2))
-}
-
-// windowsDisjoint reports whether the windows [0, eq) and [off, off+ek),
-// repeated every w elements, never meet.
-func windowsDisjoint(off, w, eq, ek int64) bool {
-	a := ((off % w) + w) % w
-	return a >= eq && a+ek <= w
-}

@@ -293,23 +293,39 @@ func clone(x *tensor.Tensor) *tensor.Tensor {
 	return c
 }
 
-// TestWindowsDisjoint checks the per-token overlap test of views into one
-// fused qkv buffer.
-func TestWindowsDisjoint(t *testing.T) {
-	cases := []struct {
-		off, w, eq, ek int64
-		want           bool
+// TestQKInOneBuffer places q [4, 4, 128] and k [4, 1, 128] in one buffer
+// of tokens 768 elements apart, k at several offsets from q: RotateQK takes
+// them where no element is shared (k beside q, or in the row before it)
+// and refuses them where k meets a token's q.
+func TestQKInOneBuffer(t *testing.T) {
+	for _, c := range []struct {
+		qAt, kAt int // elements from the buffer's start
+		ok       bool
 	}{
-		{off: 512, w: 768, eq: 512, ek: 128, want: true},   // k right after q
-		{off: 640, w: 768, eq: 512, ek: 128, want: true},   // k at the end of the row
-		{off: 704, w: 768, eq: 512, ek: 128, want: false},  // k runs into the next token's q
-		{off: 256, w: 768, eq: 512, ek: 128, want: false},  // k inside q
-		{off: -256, w: 768, eq: 512, ek: 128, want: true},  // k before q: at 512 of the previous token
-		{off: -300, w: 768, eq: 512, ek: 128, want: false}, // meets q
-	}
-	for _, c := range cases {
-		if got := windowsDisjoint(c.off, c.w, c.eq, c.ek); got != c.want {
-			t.Errorf("windowsDisjoint(%d, %d, %d, %d) = %v, want %v", c.off, c.w, c.eq, c.ek, got, c.want)
+		{0, 512, true},  // k right after q
+		{0, 640, true},  // k at the end of the row
+		{0, 704, false}, // k runs into the next token's q
+		{0, 256, false}, // k inside q
+		{128, 0, true},  // k right before q
+		{100, 0, false}, // k's last elements meet q
+		{256, 0, true},  // a gap between k and q
+	} {
+		buf := tensor.New(tensor.F32, 5*768)
+		view := func(at, heads int) *tensor.Tensor {
+			sl, err := buf.Slice(0, at, buf.Dim(0))
+			if err == nil {
+				sl, err = sl.View(tensor.F32, []int{4, heads, 128}, []int{768, 128, 1})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sl
+		}
+		q, k := view(c.qAt, 4), view(c.kAt, 1)
+		pos, cache := randomPositions(tensor.SeededRNG(1), tensor.I64, 4, 16), CosSinCache(tensor.F32, 16, 128, 1e4)
+		err := RotateQK(nil, q, k, pos, cache, Options{})
+		if c.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "argument k: overlaps q") {
+			t.Errorf("q at %d, k at %d: %v, want ok %v", c.qAt, c.kAt, err, c.ok)
 		}
 	}
 }
