@@ -99,6 +99,7 @@ func BenchmarkSweep(b *testing.B) {
 		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 4096, 4096, 4, false},
 		{"l2norm_bwd", opL2Backward, addNone, weightNone, false, 65536, 256, 3, false},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 128, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 128, 128, 2, false},
 		{"layernorm", opLayer, addNone, weightPlain, true, 4096, 128, 2, false},
 		{"fused_add_rmsnorm", opRMS, addRounded, weightPlain, false, 4096, 128, 4, false},
 		{"fused_add_layernorm", opLayer, addRounded, weightPlain, true, 4096, 128, 4, false},
