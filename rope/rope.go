@@ -227,4 +227,3 @@ func Rope(s *cuda.Stream, y, x, cos, sin *tensor.Tensor, o Options) error {
 	}
 	return launchBHSD(s, y, x, cos, sin, r, o.Style)
 }
-
