@@ -131,6 +131,8 @@ func Forward(s *cuda.Stream, y, x, w, bias *tensor.Tensor, seqs Varlen, o Option
 // causal_conv1d_fwd_split): the channels of x [T, dim] are [Q | K | V] with
 // dim = 2·key_dim + value_dim, and the output comes back split into q
 // [T, key_dim], k [T, key_dim] and v [T, value_dim]; key_dim is read from q.
+// q, k and v may be separate tensors or column slices of one [T, dim]
+// buffer (they must not share an element, nor overlap x).
 func ForwardSplit(s *cuda.Stream, q, k, v, x, w, bias *tensor.Tensor, seqs Varlen, o Options) error {
 	return forward("conv1d.ForwardSplit", s, []string{"q", "k", "v"}, []*tensor.Tensor{q, k, v}, x, w, bias, seqs, o)
 }
