@@ -223,22 +223,20 @@ func Overlap(a, b *Tensor) bool {
 // of the dimensions inside it, or, where one dimension is left (the
 // elements fill the span), t is one row.
 func (t *Tensor) rows() (n, stride, w int64) {
-	var shape, strides []int // merged, outermost first
+	rows, step := 0, 0 // the merged outermost dimension, 0 until one is found
 	for i, d := range t.shape {
 		switch {
 		case d == 1:
-		case len(shape) > 0 && strides[len(strides)-1] == d*t.strides[i]:
-			shape[len(shape)-1] *= d
-			strides[len(strides)-1] = t.strides[i]
+		case rows == 0:
+			rows, step = d, t.strides[i]
+		case step == d*t.strides[i]:
+			rows, step = rows*d, t.strides[i]
 		default:
-			shape, strides = append(shape, d), append(strides, t.strides[i])
+			size := int64(t.dtype.Size())
+			return int64(rows), int64(step) * size, int64(spanElems(t.shape[i:], t.strides[i:])) * size
 		}
 	}
-	if len(shape) < 2 {
-		return 1, 1, int64(t.SpanBytes())
-	}
-	size := int64(t.dtype.Size())
-	return int64(shape[0]), int64(strides[0]) * size, int64(spanElems(shape[1:], strides[1:])) * size
+	return 1, 1, int64(t.SpanBytes())
 }
 
 // floorDiv and ceilDiv round a / b (b > 0) down and up.
