@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/tensor"
 )
@@ -52,61 +51,30 @@ func TestSplitIntoOneBuffer(t *testing.T) {
 	c := testCase{op: opForward, dt: bf16, width: 4, dim: 20, lens: []int{3, 9}, nSlots: 2, initShare: 0.5, silu: true}
 	rng := tensor.SeededRNG(8)
 	b := c.build(rng, normalFill(rng))
-	devs := []*cuda.Device{nil}
-	if d := gputest.Maybe(t); d != nil {
-		devs = append(devs, d)
-	}
-	for _, dev := range devs {
-		// at returns a copy of host tensor h where this pass runs.
-		at := func(h *tensor.Tensor) *tensor.Tensor {
-			var r *tensor.Tensor
-			var err error
-			if dev == nil {
-				if r, err = tensor.NewStrided(h.DType(), h.Shape(), h.Strides()); err == nil {
-					err = r.CopyFrom(h)
-				}
-			} else if r, err = h.ToDevice(dev); err == nil {
-				t.Cleanup(func() { r.Free() })
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r
-		}
-		x, w, bias := at(b.named("x")), at(b.named("w")), at(b.named("bias"))
-		seqs := Varlen{CuSeqlens: at(b.named("cu_seqlens")), HasInitialState: at(b.named("has_initial_state"))}
-		outs := make([]*tensor.Tensor, 2)
-		pools := make([]*tensor.Tensor, 2)
-		for i := range outs {
-			outs[i], pools[i] = at(tensor.New(bf16, 12, 20)), at(b.named("conv_states"))
-			if err := outs[i].Poison(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		seqs.ConvStates = pools[0]
-		if err := Forward(nil, outs[0], x, w, bias, seqs, Options{SiLU: true}); err != nil {
+	plain, packed := tensor.New(bf16, 12, 20), tensor.New(bf16, 12, 20)
+	for _, o := range []*tensor.Tensor{plain, packed} {
+		if err := o.Poison(); err != nil {
 			t.Fatal(err)
 		}
-		q, _ := outs[1].Slice(1, 0, 6)
-		k, _ := outs[1].Slice(1, 6, 12)
-		v, _ := outs[1].Slice(1, 12, 20)
-		seqs.ConvStates = pools[1]
-		if err := ForwardSplit(nil, q, k, v, x, w, bias, seqs, Options{SiLU: true}); err != nil {
-			t.Fatalf("device %v: %v", dev != nil, err)
-		}
-		var got [4][]byte
-		for i, r := range []*tensor.Tensor{outs[0], outs[1], pools[0], pools[1]} {
-			if dev != nil {
-				var err error
-				if r, err = r.ToHost(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got[i] = r.Bytes()
-		}
-		if !bytes.Equal(got[0], got[1]) || !bytes.Equal(got[2], got[3]) {
-			t.Errorf("device %v: the split into one buffer differs from the plain form (outputs equal %v, states equal %v)",
-				dev != nil, bytes.Equal(got[0], got[1]), bytes.Equal(got[2], got[3]))
-		}
 	}
+	// x, w, bias, cu_seqlens, has_initial_state, two pools, two outputs.
+	ts := []*tensor.Tensor{b.named("x"), b.named("w"), b.named("bias"), b.named("cu_seqlens"), b.named("has_initial_state"),
+		b.named("conv_states"), b.named("conv_states"), plain, packed}
+	gputest.OnHostAndDevice(t, ts, func(ts []*tensor.Tensor) error {
+		seqs := Varlen{CuSeqlens: ts[3], HasInitialState: ts[4], ConvStates: ts[5]}
+		if err := Forward(nil, ts[7], ts[0], ts[1], ts[2], seqs, Options{SiLU: true}); err != nil {
+			return err
+		}
+		q, _ := ts[8].Slice(1, 0, 6)
+		k, _ := ts[8].Slice(1, 6, 12)
+		v, _ := ts[8].Slice(1, 12, 20)
+		seqs.ConvStates = ts[6]
+		return ForwardSplit(nil, q, k, v, ts[0], ts[1], ts[2], seqs, Options{SiLU: true})
+	}, func(where string, ts []*tensor.Tensor) {
+		outs, states := bytes.Equal(ts[7].Bytes(), ts[8].Bytes()), bytes.Equal(ts[5].Bytes(), ts[6].Bytes())
+		if !outs || !states {
+			t.Errorf("%s: the split into one buffer differs from the plain form (outputs equal %v, states equal %v)",
+				where, outs, states)
+		}
+	})
 }

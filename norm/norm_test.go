@@ -237,7 +237,7 @@ func TestReferenceHandComputed(t *testing.T) {
 func TestEpsRoundsToFP32(t *testing.T) {
 	const f32 = tensor.F32
 	ts := []*tensor.Tensor{tensor.New(f32, 1, 2), tensor.New(f32, 1), host(f32, []float64{0, 0}, 1, 2), host(f32, []float64{1, 1}, 2)}
-	onHostAndDevice(t, ts, func(ts []*tensor.Tensor) error {
+	gputest.OnHostAndDevice(t, ts, func(ts []*tensor.Tensor) error {
 		return RMSNorm(nil, ts[0], ts[2], ts[3], Options{Eps: 1e-50, RStd: ts[1]})
 	}, func(where string, ts []*tensor.Tensor) {
 		if r := ts[1].Float64s()[0]; !math.IsInf(r, 1) {
@@ -262,7 +262,7 @@ func TestSumOfSquaresOverflowsAsFP32(t *testing.T) {
 		"rmsnorm": func(ts []*tensor.Tensor) error { return RMSNorm(nil, ts[0], ts[1], ts[2], Options{Eps: 1e-6}) },
 		"l2norm":  func(ts []*tensor.Tensor) error { return L2Norm(nil, ts[0], ts[1], Options{Eps: 1e-6}) },
 	} {
-		onHostAndDevice(t, ts, op, func(where string, ts []*tensor.Tensor) {
+		gputest.OnHostAndDevice(t, ts, op, func(where string, ts []*tensor.Tensor) {
 			got := ts[0].Float64s()
 			if !slices.Equal(got[:3], []float64{0, 0, 0}) || !math.IsNaN(got[3]) || got[4] != 0 || got[5] != 0 {
 				t.Errorf("%s on the %s: %v, want [0 0 0 NaN 0 0]", name, where, got)
@@ -279,7 +279,7 @@ func TestPadAddOverflowsAsFP32(t *testing.T) {
 	const f32 = tensor.F32
 	ts := []*tensor.Tensor{tensor.New(f32, 1, 4), tensor.New(f32, 1, 3), host(f32, []float64{3e38, 1, -1}, 1, 3),
 		host(f32, []float64{3e38, 1, -1}, 1, 3), host(f32, []float64{1, 1, 1}, 3)}
-	onHostAndDevice(t, ts, func(ts []*tensor.Tensor) error {
+	gputest.OnHostAndDevice(t, ts, func(ts []*tensor.Tensor) error {
 		return FusedAddRMSNorm(nil, ts[0], ts[1], ts[2], ts[3], ts[4], Options{Eps: 1e-6, PadTo: 4})
 	}, func(where string, ts []*tensor.Tensor) {
 		y, ro := ts[0].Float64s(), ts[1].Float64s()
@@ -290,49 +290,6 @@ func TestPadAddOverflowsAsFP32(t *testing.T) {
 			t.Errorf("residualOut on the %s: %v, want [+Inf 2 -2]", where, ro)
 		}
 	})
-}
-
-// onHostAndDevice runs op on host copies of ts, then, where a GPU is found,
-// on device copies, and hands check each run's tensors on the host, with
-// where it ran ("host" or "device").
-func onHostAndDevice(t *testing.T, ts []*tensor.Tensor, op func(ts []*tensor.Tensor) error, check func(where string, ts []*tensor.Tensor)) {
-	t.Helper()
-	devs := []*cuda.Device{nil} // the host
-	if d := gputest.Maybe(t); d != nil {
-		devs = append(devs, d)
-	}
-	for _, dev := range devs {
-		run := make([]*tensor.Tensor, len(ts))
-		for i, h := range ts {
-			var err error
-			if dev == nil {
-				run[i], err = tensor.NewStrided(h.DType(), h.Shape(), h.Strides())
-				if err == nil {
-					err = run[i].CopyFrom(h)
-				}
-			} else if run[i], err = h.ToDevice(dev); err == nil {
-				defer run[i].Free()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := op(run); err != nil {
-			t.Fatal(err)
-		}
-		where := "host"
-		if dev != nil {
-			where = "device"
-			for i, d := range run {
-				h, err := d.ToHost()
-				if err != nil {
-					t.Fatal(err)
-				}
-				run[i] = h
-			}
-		}
-		check(where, run)
-	}
 }
 
 // TestPaddingIsPositiveZero checks the pad columns hold +0.0 bit for bit.

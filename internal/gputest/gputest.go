@@ -92,3 +92,46 @@ func Measure(b *testing.B, dev *cuda.Device, c registry.Bench) {
 	b.ReportMetric(r.MedianUS, "µs")
 	b.ReportMetric(r.GBs, "GB/s")
 }
+
+// OnHostAndDevice runs op on host copies of ts, then, where a GPU is found,
+// on device copies, and hands check each run's tensors on the host, with
+// where it ran ("host" or "device").
+func OnHostAndDevice(t testing.TB, ts []*tensor.Tensor, op func(ts []*tensor.Tensor) error, check func(where string, ts []*tensor.Tensor)) {
+	t.Helper()
+	devs := []*cuda.Device{nil} // the host
+	if d := Maybe(t); d != nil {
+		devs = append(devs, d)
+	}
+	for _, dev := range devs {
+		run := make([]*tensor.Tensor, len(ts))
+		for i, h := range ts {
+			var err error
+			if dev == nil {
+				run[i], err = tensor.NewStrided(h.DType(), h.Shape(), h.Strides())
+				if err == nil {
+					err = run[i].CopyFrom(h)
+				}
+			} else if run[i], err = h.ToDevice(dev); err == nil {
+				defer run[i].Free()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := op(run); err != nil {
+			t.Fatal(err)
+		}
+		where := "host"
+		if dev != nil {
+			where = "device"
+			for i, d := range run {
+				h, err := d.ToHost()
+				if err != nil {
+					t.Fatal(err)
+				}
+				run[i] = h
+			}
+		}
+		check(where, run)
+	}
+}
