@@ -13,23 +13,21 @@ import (
 	"github.com/gokittens/kittens/tensor"
 )
 
+// fuzzSpecials are the bits of a quiet NaN, a negative NaN with a payload,
+// a signalling NaN, +inf, -inf and -0 in each float dtype.
+var fuzzSpecials = map[tensor.DType][6]uint64{
+	tensor.F32:  {0x7fc00000, 0xffc00001, 0x7f800001, 0x7f800000, 0xff800000, 0x80000000},
+	tensor.BF16: {0x7fc0, 0xffc1, 0x7f81, 0x7f80, 0xff80, 0x8000},
+	tensor.F16:  {0x7e00, 0xfe01, 0x7c01, 0x7c00, 0xfc00, 0x8000},
+}
+
 // fuzzValue stores at b one element of dtype dt chosen by c: small integers
 // (many ties), ±0, ±inf, NaNs of either sign with payloads, or random bits.
 func fuzzValue(b []byte, dt tensor.DType, c int, rng *rand.Rand) {
 	var bits uint64
 	switch c % 16 {
-	case 8:
-		bits = map[tensor.DType]uint64{tensor.F32: 0x7fc00000, tensor.BF16: 0x7fc0, tensor.F16: 0x7e00}[dt]
-	case 9:
-		bits = map[tensor.DType]uint64{tensor.F32: 0xffc00001, tensor.BF16: 0xffc1, tensor.F16: 0xfe01}[dt]
-	case 10:
-		bits = map[tensor.DType]uint64{tensor.F32: 0x7f800001, tensor.BF16: 0x7f81, tensor.F16: 0x7c01}[dt]
-	case 11:
-		bits = map[tensor.DType]uint64{tensor.F32: 0x7f800000, tensor.BF16: 0x7f80, tensor.F16: 0x7c00}[dt]
-	case 12:
-		bits = map[tensor.DType]uint64{tensor.F32: 0xff800000, tensor.BF16: 0xff80, tensor.F16: 0xfc00}[dt]
-	case 13:
-		bits = map[tensor.DType]uint64{tensor.F32: 0x80000000, tensor.BF16: 0x8000, tensor.F16: 0x8000}[dt]
+	case 8, 9, 10, 11, 12, 13:
+		bits = fuzzSpecials[dt][c%16-8]
 	case 14, 15:
 		bits = rng.Uint64()
 	default:
