@@ -73,6 +73,14 @@ var (
 	cuStreamCreate         = &binding{name: "cuStreamCreate", args: "pu"}
 	cuStreamDestroy        = &binding{name: "cuStreamDestroy", args: "p"}
 	cuStreamSynchronize    = &binding{name: "cuStreamSynchronize", args: "p"}
+	cuStreamBeginCapture   = &binding{name: "cuStreamBeginCapture", args: "pi"}
+	cuStreamEndCapture     = &binding{name: "cuStreamEndCapture", args: "pp"}
+	cuStreamIsCapturing    = &binding{name: "cuStreamIsCapturing", args: "pp"}
+	cuGraphGetNodes        = &binding{name: "cuGraphGetNodes", args: "ppp"}
+	cuGraphInstantiate     = &binding{name: "cuGraphInstantiate", args: "ppq"}
+	cuGraphLaunch          = &binding{name: "cuGraphLaunch", args: "pp"}
+	cuGraphExecDestroy     = &binding{name: "cuGraphExecDestroy", args: "p"}
+	cuGraphDestroy         = &binding{name: "cuGraphDestroy", args: "p"}
 	cuEventCreate          = &binding{name: "cuEventCreate", args: "pu"}
 	cuEventDestroy         = &binding{name: "cuEventDestroy", args: "p"}
 	cuEventRecord          = &binding{name: "cuEventRecord", args: "pp"}
@@ -106,7 +114,8 @@ var bindings = []*binding{
 	cuDeviceGetName, cuDeviceGetAttribute, cuDeviceTotalMem, cuDevicePrimaryCtxRet, cuDevicePrimaryCtxRel, cuCtxSetCurrent,
 	cuCtxGetCurrent, cuCtxSynchronize, cuCtxResetPersistingL2, cuMemGetInfo, cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH,
 	cuMemcpyDtoD, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync, cuMemsetD8Async,
-	cuMemsetD32Async, cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuEventCreate,
+	cuMemsetD32Async, cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuStreamBeginCapture, cuStreamEndCapture,
+	cuStreamIsCapturing, cuGraphGetNodes, cuGraphInstantiate, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy, cuEventCreate,
 	cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuModuleLoadData,
 	cuModuleUnload, cuModuleGetFunction, cuFuncGetAttribute, cuFuncSetAttribute, cuOccupancyMaxBlocks,
 	cuOccupancyMaxClusters, cuLaunchKernel, cuLaunchKernelEx, cuTensorMapEncodeTiled,

@@ -41,9 +41,9 @@ func prototypes(t *testing.T, path string) string {
 // cTypeWidth is the register width (4 or 8 bytes) of a parameter type.
 var cTypeWidth = map[string]int{
 	"size_t": 8, "CUdeviceptr": 8, "cuuint64_t": 8, "unsigned long long": 8,
-	"CUcontext": 8, "CUstream": 8, "CUevent": 8, "CUmodule": 8, "CUfunction": 8, "nvrtcProgram": 8,
+	"CUcontext": 8, "CUstream": 8, "CUgraph": 8, "CUgraphExec": 8, "CUevent": 8, "CUmodule": 8, "CUfunction": 8, "nvrtcProgram": 8,
 	"int": 4, "unsigned int": 4, "unsigned char": 4, "cuuint32_t": 4, "CUdevice": 4, "CUresult": 4,
-	"CUdevice_attribute": 4, "CUfunction_attribute": 4, "nvrtcResult": 4, "CUtensorMapDataType": 4,
+	"CUdevice_attribute": 4, "CUstreamCaptureMode": 4, "CUfunction_attribute": 4, "nvrtcResult": 4, "CUtensorMapDataType": 4,
 	"CUtensorMapInterleave": 4, "CUtensorMapSwizzle": 4, "CUtensorMapL2promotion": 4, "CUtensorMapFloatOOBfill": 4,
 }
 
@@ -122,6 +122,8 @@ func TestBindingsMatchHeaders(t *testing.T) {
 		"CU_TENSOR_MAP_DATA_TYPE_INT64": int(MapInt64), "CU_TENSOR_MAP_DATA_TYPE_FLOAT16": int(MapFloat16),
 		"CU_TENSOR_MAP_DATA_TYPE_FLOAT32": int(MapFloat32), "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16": int(MapBFloat16),
 		"CU_TENSOR_MAP_SWIZZLE_NONE": int(SwizzleNone), "CU_TENSOR_MAP_SWIZZLE_128B": int(Swizzle128B),
+		"CU_STREAM_CAPTURE_MODE_GLOBAL": int(CaptureGlobal), "CU_STREAM_CAPTURE_MODE_THREAD_LOCAL": int(CaptureThreadLocal),
+		"CU_STREAM_CAPTURE_MODE_RELAXED": int(CaptureRelaxed), "CU_STREAM_CAPTURE_STATUS_NONE": captureNone, "CU_STREAM_CAPTURE_STATUS_ACTIVE": captureActive,
 	}
 	values := enumValues(src[libDriver])
 	for name, want := range enums {
