@@ -321,42 +321,63 @@ func (t *Tensor) ToHost() (*Tensor, error) {
 }
 
 // CopyFrom copies src into t (same dtype, shape and strides), in any
-// direction between host and device. A tensor that owns its storage, or
-// has no gaps between its rows, takes src's whole storage span in one copy,
-// gaps included; a view with gaps (a column Slice) takes its elements
-// only, since its gaps belong to other tensors. Where the two share storage
-// (overlapping slices of one tensor), src is first copied aside, so that t
-// gets src's values from before the call.
-func (t *Tensor) CopyFrom(src *Tensor) error {
+// direction between host and device, and returns once the copy is done. A
+// tensor that owns its storage, or has no gaps between its rows, takes
+// src's whole storage span in one copy, gaps included; a view with gaps (a
+// column Slice) takes its elements only, since its gaps belong to other
+// tensors. Where the two share storage (overlapping slices of one tensor),
+// src is first copied aside, so that t gets src's values from before the
+// call.
+func (t *Tensor) CopyFrom(src *Tensor) error { return t.CopyFromOn(nil, src) }
+
+// CopyFromOn is CopyFrom queued on stream s (nil: CopyFrom itself). A copy
+// between two device tensors returns at once and may be captured into a
+// CUDA graph. Host memory is pageable, so a copy to or from the host
+// returns only once the host bytes have been read or written, and cannot
+// be captured; neither can an overlapping copy, which waits for s before it
+// frees the copy it took aside.
+func (t *Tensor) CopyFromOn(s *cuda.Stream, src *Tensor) error {
 	if t.dtype != src.dtype || !slices.Equal(t.shape, src.shape) || !slices.Equal(t.strides, src.strides) {
 		return fmt.Errorf("tensor: CopyFrom %v%v (strides %v) into %v%v (strides %v)",
 			src.dtype, src.shape, src.strides, t.dtype, t.shape, t.strides)
 	}
+	var aside *Tensor
 	if Overlap(t, src) && !Same(t, src) {
 		// Copied a run at a time, t's first rows could overwrite src's
 		// later rows before they are read.
-		aside, err := EmptyStrided(src.dev, src.dtype, src.shape, src.strides)
-		if err != nil {
+		var err error
+		if aside, err = EmptyStrided(src.dev, src.dtype, src.shape, src.strides); err != nil {
 			return err
 		}
 		defer aside.Free()
-		if err := aside.CopyFrom(src); err != nil {
+		if err := aside.CopyFromOn(s, src); err != nil {
 			return err
 		}
 		src = aside
 	}
-	return t.writeRanges(func(off, n int) error {
+	err := t.writeRanges(func(off, n int) error {
+		dst, from := t.ptr+cuda.DevicePtr(off), src.ptr+cuda.DevicePtr(off)
 		switch {
 		case t.dev == nil && src.dev == nil:
 			copy(t.host[off:off+n], src.host[off:off+n])
 			return nil
-		case t.dev != nil && src.dev == nil:
-			return t.dev.CopyHtoD(t.ptr+cuda.DevicePtr(off), src.host[off:off+n])
+		case s != nil && t.dev != nil && src.dev == nil:
+			return s.CopyHtoD(dst, src.host[off:off+n])
+		case s != nil && t.dev == nil:
+			return s.CopyDtoH(t.host[off:off+n], from)
+		case s != nil:
+			return s.CopyDtoD(dst, from, n)
+		case src.dev == nil:
+			return t.dev.CopyHtoD(dst, src.host[off:off+n])
 		case t.dev == nil:
-			return src.dev.CopyDtoH(t.host[off:off+n], src.ptr+cuda.DevicePtr(off))
+			return src.dev.CopyDtoH(t.host[off:off+n], from)
 		}
-		return t.dev.CopyDtoD(t.ptr+cuda.DevicePtr(off), src.ptr+cuda.DevicePtr(off), n)
+		return t.dev.CopyDtoD(dst, from, n)
 	})
+	if err == nil && aside != nil && s != nil {
+		err = s.Synchronize() // before aside is freed
+	}
+	return err
 }
 
 // Poison fills a tensor's elements with 0xFF bytes: NaN in every float
