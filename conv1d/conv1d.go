@@ -549,7 +549,7 @@ func (p *plan) checkIndices(s *cuda.Stream) error {
 	vd := tensor.Validate(p.op)
 	var err error
 	if p.cu != nil {
-		if p.cuHost, err = hostInts(s, p.cu); err != nil {
+		if p.cuHost, err = p.hostInts(s, p.cu, "CuSeqlens"); err != nil {
 			return err
 		}
 		cu := p.cuHost
@@ -560,7 +560,7 @@ func (p *plan) checkIndices(s *cuda.Stream) error {
 		vd.Check(cu[p.nSeqs] == int64(p.tokens), "CuSeqlens", "ends at %d but x has T = %d tokens", cu[p.nSeqs], p.tokens)
 	}
 	if p.slots != nil {
-		if p.slotHost, err = hostInts(s, p.slots); err != nil {
+		if p.slotHost, err = p.hostInts(s, p.slots, p.slotsName); err != nil {
 			return err
 		}
 		owner := map[int64]int{}
@@ -579,7 +579,7 @@ func (p *plan) checkIndices(s *cuda.Stream) error {
 		p.initHost = p.hasInit.Int64s()
 	}
 	if p.modeIdx != nil {
-		if p.modeHost, err = hostInts(s, p.modeIdx); err != nil {
+		if p.modeHost, err = p.hostInts(s, p.modeIdx, p.modeName); err != nil {
 			return err
 		}
 		for b, v := range p.modeHost {
@@ -597,10 +597,17 @@ func (p *plan) checkIndices(s *cuda.Stream) error {
 }
 
 // hostInts returns the values of a rank-1 index tensor, copying a device
-// tensor to the host on s and waiting for it.
-func hostInts(s *cuda.Stream, t *tensor.Tensor) ([]int64, error) {
+// tensor to the host on s and waiting for it, which a stream being
+// captured into a CUDA graph cannot do: there it is p.op's error on arg.
+func (p *plan) hostInts(s *cuda.Stream, t *tensor.Tensor, arg string) ([]int64, error) {
 	if !t.IsDevice() {
 		return t.Int64s(), nil
+	}
+	if capturing, err := s.Capturing(); err != nil {
+		return nil, err
+	} else if capturing {
+		return nil, &tensor.ArgError{Op: p.op, Arg: arg, Msg: "is on the device and checked on the host, which waits for the stream " +
+			"and cannot be captured in a CUDA graph: set Options.AssumeValidIndices"}
 	}
 	if s == nil {
 		s = t.Device().DefaultStream()

@@ -2,6 +2,7 @@ package conv1d
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -384,5 +385,63 @@ func TestErrorFlagModes(t *testing.T) {
 				t.Errorf("flag %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCaptureNeedsAssumedIndices: the host check of device index tensors
+// cannot be captured in a CUDA graph, so capturing Forward or Update
+// without AssumeValidIndices is an error on the first index tensor it
+// would read; with it, both capture, and capturing writes nothing.
+func TestCaptureNeedsAssumedIndices(t *testing.T) {
+	dev := gputest.Device(t)
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	for _, tc := range []struct {
+		base testCase
+		arg  string
+		call func(d func(string) *tensor.Tensor, o Options) error
+	}{
+		{fwdBase, "CuSeqlens", func(d func(string) *tensor.Tensor, o Options) error {
+			v := Varlen{CuSeqlens: d("cu_seqlens"), CacheIndices: d("cache_indices"), ConvStates: d("conv_states")}
+			return Forward(s, d("y"), d("x"), d("w"), nil, v, o)
+		}},
+		{specBase, "StateIndices", func(d func(string) *tensor.Tensor, o Options) error {
+			st := Decode{ConvStates: d("conv_states"), StateIndices: d("cache_indices")}
+			return Update(s, d("y"), d("x"), d("w"), nil, st, o)
+		}},
+	} {
+		b := tc.base.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
+		devs := map[string]*tensor.Tensor{} // made before capturing, which cannot allocate
+		for i, name := range b.names {
+			h, err := b.ts[i].ToDevice(dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { h.Free() })
+			devs[name] = h
+		}
+		d := func(name string) *tensor.Tensor { return devs[name] }
+		for _, assume := range []bool{false, true} {
+			g, err := s.Capture(cuda.CaptureGlobal, func() error { return tc.call(d, Options{AssumeValidIndices: assume}) })
+			if !assume {
+				var ae *tensor.ArgError
+				if !errors.As(err, &ae) || ae.Arg != tc.arg || !strings.Contains(ae.Msg, "AssumeValidIndices") {
+					t.Errorf("%v without AssumeValidIndices: got %v, want an error on %s", tc.base.op, err, tc.arg)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%v with AssumeValidIndices: %v", tc.base.op, err)
+			}
+			g.Destroy()
+		}
+		for name, h := range devs {
+			if back, _ := h.ToHost(); !bytes.Equal(back.Bytes(), b.named(name).Bytes()) {
+				t.Errorf("%v: capturing changed %s", tc.base.op, name)
+			}
+		}
 	}
 }

@@ -165,8 +165,15 @@ func RotateQK(s *cuda.Stream, q, k, positions, cosSin *tensor.Tensor, o Options)
 	return launchQK(s, q, k, positions, cosSin, r, o.Style)
 }
 
-// positionsToHost waits for the stream and copies device positions back.
+// positionsToHost waits for the stream and copies device positions back,
+// which a stream being captured into a CUDA graph cannot do.
 func positionsToHost(s *cuda.Stream, positions *tensor.Tensor) (*tensor.Tensor, error) {
+	if capturing, err := s.Capturing(); err != nil {
+		return nil, err
+	} else if capturing {
+		return nil, &tensor.ArgError{Op: "rope.RotateQK", Arg: "positions", Msg: "is on the device and checked on the host, " +
+			"which waits for the stream and cannot be captured in a CUDA graph: set Options.TrustPositions"}
+	}
 	if s == nil {
 		s = positions.Device().DefaultStream()
 	}

@@ -629,3 +629,42 @@ func TestReferenceKeepsPassThroughBits(t *testing.T) {
 		t.Errorf("Rope: pass-through dims %v, want [5 6 7 8]", got)
 	}
 }
+
+// TestCaptureNeedsTrustedPositions: RotateQK's host check of device
+// positions cannot be captured in a CUDA graph, so capturing it without
+// TrustPositions is an error on positions; with it, the call captures as
+// one kernel launch.
+func TestCaptureNeedsTrustedPositions(t *testing.T) {
+	dev := gputest.Device(t)
+	a := newQK(tensor.BF16, 5, 4, 2, 64, 64, 32)
+	ds, err := onDevice(dev, a.q, a.k, a.pos, a.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer freeAll(ds)
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	capture := func(o Options) (*cuda.Graph, error) {
+		return s.Capture(cuda.CaptureGlobal, func() error { return RotateQK(s, ds[0], ds[1], ds[2], ds[3], o) })
+	}
+	_, err = capture(a.o)
+	var ae *tensor.ArgError
+	if !errors.As(err, &ae) || ae.Arg != "positions" || !strings.Contains(ae.Msg, "TrustPositions") {
+		t.Errorf("capture without TrustPositions: got %v", err)
+	}
+	a.o.TrustPositions = true
+	g, err := capture(a.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Destroy()
+	if g.Nodes() != 1 {
+		t.Errorf("RotateQK captured as %d nodes, want one launch", g.Nodes())
+	}
+	if h, _ := ds[0].ToHost(); !bytes.Equal(h.Bytes(), a.q.Bytes()) {
+		t.Error("capturing RotateQK changed q")
+	}
+}
