@@ -272,7 +272,7 @@ func TestGatedVariants(t *testing.T) {
 				}
 				for _, dt := range dtypes {
 					for _, c := range cases {
-						ch := parity(c, dt, true, func(y, x *tensor.Tensor) error { return Gated(nil, y, x, o) })
+						ch := parity(c, dt, true, func(s *cuda.Stream, y, x *tensor.Tensor) error { return Gated(s, y, x, o) })
 						t.Run(fmt.Sprintf("%v/%v/gateSecond=%v/limit=%g/%s", kind, layout, second, o.Limit, ch.Name), func(t *testing.T) {
 							r, err := ch.Run(dev, rng)
 							if err != nil {

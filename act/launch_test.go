@@ -218,7 +218,7 @@ func TestGridStride(t *testing.T) {
 				r, err := check.Run(dev, check.Spec{
 					Tensors: []*tensor.Tensor{x, y}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
 					Tol: map[int]check.Tolerance{1: tolerance(c.dt)},
-					Run: func(ts []*tensor.Tensor) error {
+					Run: func(s *cuda.Stream, ts []*tensor.Tensor) error {
 						x, y := ts[0], ts[1]
 						if !x.IsDevice() {
 							if c.gated {
@@ -238,7 +238,7 @@ func TestGridStride(t *testing.T) {
 							return err
 						}
 						cfg.block, cfg.grid = 64, 3
-						return p.launch(dev.DefaultStream(), fn, cfg)
+						return p.launch(s, fn, cfg)
 					},
 				})
 				if err != nil {

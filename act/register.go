@@ -131,9 +131,9 @@ var limitCase = caseDef{name: "limit=2.5 16x600", shape: []int{16, 600}, limit: 
 
 var dtypes = []tensor.DType{tensor.BF16, tensor.F16, tensor.F32}
 
-// parity builds the Check of one case: run calls the op (on the host or the
-// device, with a nil stream) on y and x.
-func parity(c caseDef, dt tensor.DType, gated bool, run func(y, x *tensor.Tensor) error) registry.Check {
+// parity builds the Check of one case: run calls the op on y and x, on the
+// host (a nil stream) or on the device (check.Spec.Run).
+func parity(c caseDef, dt tensor.DType, gated bool, run func(s *cuda.Stream, y, x *tensor.Tensor) error) registry.Check {
 	return registry.Check{Name: c.name + " " + dt.String(), Run: func(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
 		x, err := hostTensor(dt, c.shape, c.xs)
 		if err != nil {
@@ -144,7 +144,7 @@ func parity(c caseDef, dt tensor.DType, gated bool, run func(y, x *tensor.Tensor
 			return check.Run(dev, check.Spec{
 				Tensors: []*tensor.Tensor{x}, Names: []string{"x"}, Outputs: []int{0},
 				Tol: map[int]check.Tolerance{0: tolerance(dt)},
-				Run: func(ts []*tensor.Tensor) error { return run(ts[0], ts[0]) },
+				Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return run(s, ts[0], ts[0]) },
 			})
 		}
 		yShape := append([]int(nil), c.shape...)
@@ -158,7 +158,7 @@ func parity(c caseDef, dt tensor.DType, gated bool, run func(y, x *tensor.Tensor
 		return check.Run(dev, check.Spec{
 			Tensors: []*tensor.Tensor{x, y}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
 			Tol: map[int]check.Tolerance{1: tolerance(dt)},
-			Run: func(ts []*tensor.Tensor) error { return run(ts[1], ts[0]) },
+			Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return run(s, ts[1], ts[0]) },
 		})
 	}}
 }
@@ -207,7 +207,7 @@ func unaryOp(kind Kind, doc string, benched bool) *registry.Op {
 	call := func(s *cuda.Stream, y, x *tensor.Tensor) error { return unary("act.Unary", s, y, x, kind) }
 	for _, dt := range dtypes {
 		for _, c := range unaryCases {
-			op.Checks = append(op.Checks, parity(c, dt, false, func(y, x *tensor.Tensor) error { return call(nil, y, x) }))
+			op.Checks = append(op.Checks, parity(c, dt, false, call))
 		}
 	}
 	if benched {
@@ -230,8 +230,8 @@ func gatedOp(name, doc string, p gatedParams, extra []caseDef, benchShapes [][2]
 			if c.flipLayout {
 				q.Layout = other(q.Layout)
 			}
-			op.Checks = append(op.Checks, parity(c, dt, true, func(y, x *tensor.Tensor) error {
-				return gated("act."+name, nil, y, x, q)
+			op.Checks = append(op.Checks, parity(c, dt, true, func(s *cuda.Stream, y, x *tensor.Tensor) error {
+				return gated("act."+name, s, y, x, q)
 			}))
 		}
 	}

@@ -4,7 +4,9 @@
 // element by element: max-abs error, relative L2 error, NaN and unwritten
 // elements. Integer outputs must match exactly. Bytes the op may not write
 // must come back as they went in: every input's, and the gaps between the
-// rows of a strided output. Without a device, Run checks the host path
+// rows of a strided output. The device call is also captured into a CUDA
+// graph and replayed, and must write exactly what it wrote when launched
+// directly. Without a device, Run checks the host path
 // alone: that it wrote every element of each poisoned output, float or
 // integer, and nothing it may not write.
 package check
@@ -229,7 +231,14 @@ type Spec struct {
 	// them as they are and counts the poison left in them, as in Poison's.
 	Marked []int
 	Tol    map[int]Tolerance // per output; default ForDType of the output
-	Run    func(ts []*tensor.Tensor) error
+	// Run calls the op on ts: host tensors with a nil stream for the
+	// reference; device tensors with a stream of the harness's, once
+	// directly and once while the stream is captured into a CUDA graph (see
+	// the package Run). While capturing, an op that would wait for the
+	// stream to check the values of a device tensor (indices, positions)
+	// must be told to skip that check, as a serving loop's graph does: Run
+	// asks s.Capturing().
+	Run func(s *cuda.Stream, ts []*tensor.Tensor) error
 }
 
 // unwritten counts the elements of output i (on the host) that still hold
@@ -311,9 +320,12 @@ func clone(t *tensor.Tensor) *tensor.Tensor {
 // Run executes a Spec: the host path gives the reference; with a device, the
 // device path runs on copies and is compared with it, and every tensor comes
 // back to be checked for stray writes: a changed byte of an input, or of a
-// gap between an output's rows, fails the case. With a nil device the host
-// path runs alone, and only what it wrote is checked: elements of the
-// poisoned outputs it never wrote, and stray writes.
+// gap between an output's rows, fails the case. Then the device path runs
+// again from the same bytes, captured into a CUDA graph and replayed, as
+// serving engines run their decode steps: every tensor must come back
+// exactly as the direct launch left it. With a nil device the host path
+// runs alone, and only what it wrote is checked: elements of the poisoned
+// outputs it never wrote, and stray writes.
 func Run(dev *cuda.Device, s Spec) (Report, error) {
 	ref := make([]*tensor.Tensor, len(s.Tensors))
 	for i, t := range s.Tensors {
@@ -328,7 +340,7 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 	for i, t := range ref {
 		before[i] = clone(t)
 	}
-	if err := s.Run(ref); err != nil {
+	if err := s.Run(nil, ref); err != nil {
 		return Report{}, fmt.Errorf("host reference: %w", err)
 	}
 	if dev == nil {
@@ -340,37 +352,9 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 		}
 		return s.strays(Merge(rs...), ref, before), nil
 	}
-	devTS := make([]*tensor.Tensor, len(s.Tensors))
-	defer func() {
-		for _, t := range devTS {
-			t.Free()
-		}
-	}()
-	for i, t := range s.Tensors {
-		d, err := t.ToDevice(dev)
-		if err != nil {
-			return Report{}, err
-		}
-		devTS[i] = d
-	}
-	for _, i := range s.Poison {
-		if err := devTS[i].Poison(); err != nil {
-			return Report{}, err
-		}
-	}
-	if err := s.Run(devTS); err != nil {
-		return Report{}, fmt.Errorf("device: %w", err)
-	}
-	if err := dev.Synchronize(); err != nil {
-		return Report{}, fmt.Errorf("device: %w", err)
-	}
-	back := make([]*tensor.Tensor, len(devTS)) // every tensor, copied back to the host
-	for i, d := range devTS {
-		h, err := d.ToHost()
-		if err != nil {
-			return Report{}, err
-		}
-		back[i] = h
+	back, err := s.onDevice(dev, false)
+	if err != nil {
+		return Report{}, err
 	}
 	var rs []Report
 	for _, i := range s.Outputs {
@@ -391,5 +375,88 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 		}
 		rs = append(rs, r)
 	}
-	return s.strays(Merge(rs...), back, before), nil
+	r := s.strays(Merge(rs...), back, before)
+	replay, err := s.onDevice(dev, true)
+	if err != nil {
+		return Report{}, err
+	}
+	for i := range back {
+		if j := firstDiff(replay[i].Bytes(), back[i].Bytes()); j >= 0 {
+			w := fmt.Sprintf("%s: replayed from a CUDA graph, byte %d differs from the direct launch's", s.Names[i], j)
+			if r.Pass {
+				r.Worst = w
+			} else {
+				r.Worst += "; " + w
+			}
+			r.Pass = false
+			break
+		}
+	}
+	return r, nil
+}
+
+// onDevice copies the case's tensors to dev, poisons the pure outputs, runs
+// the op on a stream of its own, directly or captured into a CUDA graph
+// and replayed, and returns every tensor copied back to the host.
+func (s Spec) onDevice(dev *cuda.Device, graph bool) ([]*tensor.Tensor, error) {
+	devTS := make([]*tensor.Tensor, len(s.Tensors))
+	defer func() {
+		for _, t := range devTS {
+			t.Free()
+		}
+	}()
+	for i, t := range s.Tensors {
+		d, err := t.ToDevice(dev)
+		if err != nil {
+			return nil, err
+		}
+		devTS[i] = d
+	}
+	for _, i := range s.Poison {
+		if err := devTS[i].Poison(); err != nil {
+			return nil, err
+		}
+	}
+	st, err := dev.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	defer st.Destroy()
+	run := func() error { return s.Run(st, devTS) }
+	if graph {
+		g, err := st.Capture(cuda.CaptureGlobal, run)
+		if err != nil {
+			return nil, fmt.Errorf("device, capturing a CUDA graph: %w", err)
+		}
+		defer g.Destroy()
+		run = func() error { return g.Launch(st) }
+	}
+	if err := run(); err != nil {
+		return nil, fmt.Errorf("device: %w", err)
+	}
+	if err := st.Synchronize(); err != nil {
+		return nil, fmt.Errorf("device: %w", err)
+	}
+	back := make([]*tensor.Tensor, len(devTS))
+	for i, d := range devTS {
+		h, err := d.ToHost()
+		if err != nil {
+			return nil, err
+		}
+		back[i] = h
+	}
+	return back, nil
+}
+
+// firstDiff is the offset of the first byte where a and b differ, or −1.
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -56,8 +57,8 @@ func TestMerge(t *testing.T) {
 
 // double is a toy op: out = 2·in on the host path. writeAll false leaves
 // the last element untouched, as a buggy kernel would.
-func double(writeAll bool) func(ts []*tensor.Tensor) error {
-	return func(ts []*tensor.Tensor) error {
+func double(writeAll bool) func(*cuda.Stream, []*tensor.Tensor) error {
+	return func(_ *cuda.Stream, ts []*tensor.Tensor) error {
 		in := ts[0].Float64s()
 		out := make([]float64, len(in))
 		for i := range in {
@@ -90,7 +91,7 @@ func TestRunHostPath(t *testing.T) {
 		}
 	}
 	spec := Spec{Tensors: []*tensor.Tensor{tensor.New(tensor.F32, 2)}, Names: []string{"x"},
-		Run: func([]*tensor.Tensor) error { return errors.New("bad shape") }}
+		Run: func(*cuda.Stream, []*tensor.Tensor) error { return errors.New("bad shape") }}
 	if _, err := Run(nil, spec); err == nil {
 		t.Fatal("an op error was swallowed")
 	}
@@ -107,8 +108,8 @@ func stridedSpec(t *testing.T, dt tensor.DType, after func(ts []*tensor.Tensor))
 		t.Fatal(err)
 	}
 	return Spec{Tensors: []*tensor.Tensor{in, out}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
-		Run: func(ts []*tensor.Tensor) error {
-			if err := double(true)(ts); err != nil {
+		Run: func(_ *cuda.Stream, ts []*tensor.Tensor) error {
+			if err := double(true)(nil, ts); err != nil {
 				return err
 			}
 			after(ts)
@@ -155,8 +156,8 @@ func TestMarked(t *testing.T) {
 		row1[i] = poisonByte
 	}
 	kept := slices.Clone(out.Float64s()[:5])
-	write := func(cols int) func(ts []*tensor.Tensor) error {
-		return func(ts []*tensor.Tensor) error {
+	write := func(cols int) func(*cuda.Stream, []*tensor.Tensor) error {
+		return func(_ *cuda.Stream, ts []*tensor.Tensor) error {
 			x, y := ts[0].Float64s(), ts[1].Float64s()
 			if !slices.Equal(y[:5], kept) {
 				return errors.New("row 0 lost its values before the op ran")
@@ -183,7 +184,7 @@ func TestMarked(t *testing.T) {
 // unwritten.
 func TestUnwrittenOnlyPoisoned(t *testing.T) {
 	spec := Spec{Tensors: []*tensor.Tensor{tensor.New(tensor.U8, 4)}, Names: []string{"bits"}, Outputs: []int{0},
-		Run: func(ts []*tensor.Tensor) error {
+		Run: func(_ *cuda.Stream, ts []*tensor.Tensor) error {
 			ts[0].SetInt64s([]int64{0xFF, 0x7F, 0xFF, 0})
 			return nil
 		}}

@@ -427,7 +427,13 @@ func (c testCase) check(dev *cuda.Device, rng *rand.Rand) (check.Report, error) 
 	}
 	return check.Run(dev, check.Spec{
 		Tensors: bd.ts, Names: bd.names, Outputs: bd.outputs, Marked: bd.marked, Tol: tol,
-		Run: func(ts []*tensor.Tensor) error { return bd.call(nil, ts, Options{SiLU: c.silu}) },
+		Run: func(s *cuda.Stream, ts []*tensor.Tensor) error {
+			capturing, err := s.Capturing()
+			if err != nil {
+				return err
+			}
+			return bd.call(s, ts, Options{SiLU: c.silu, AssumeValidIndices: capturing})
+		},
 	})
 }
 

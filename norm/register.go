@@ -303,14 +303,14 @@ func (d *opDef) spec(c caseSpec, dt tensor.DType, rng *rand.Rand) check.Spec {
 		}
 		return ts[i]
 	}
-	b.Run = func(ts []*tensor.Tensor) error {
+	b.Run = func(s *cuda.Stream, ts []*tensor.Tensor) error {
 		t := operands{y: ts[idx.y], x: ts[idx.x], residual: pick(ts, idx.res), w: pick(ts, idx.w), b: pick(ts, idx.b),
 			rstd: pick(ts, idx.rstd), mean: pick(ts, idx.mean), savedY: pick(ts, idx.savedY),
 			savedRStd: pick(ts, idx.savedRStd), residualOut: pick(ts, idx.ro)}
 		if c.inPlace && d.fused {
 			t.residualOut = t.residual
 		}
-		return d.call(nil, t, c.zeroCentered)
+		return d.call(s, t, c.zeroCentered)
 	}
 	return b.Spec
 }

@@ -348,7 +348,7 @@ func (sh sweepShape) check(dev *cuda.Device, c config) (check.Report, error) {
 	if !c.waves {
 		c.grid = min(c.grid, 32) // each block of a striding grid meets several rows (and prefetches)
 	}
-	spec.Run = func(ts []*tensor.Tensor) error {
+	spec.Run = func(s *cuda.Stream, ts []*tensor.Tensor) error {
 		k := *j // the job on ts
 		for _, f := range fields(&k) {
 			if *f != nil {
@@ -359,7 +359,7 @@ func (sh sweepShape) check(dev *cuda.Device, c config) (check.Report, error) {
 			k.reference()
 			return nil
 		}
-		return k.launchWith(nil, c)
+		return k.launchWith(s, c)
 	}
 	return check.Run(dev, spec)
 }

@@ -145,13 +145,18 @@ func (c qkCase) check(dt, cdt tensor.DType) registry.Check {
 				Names:   []string{"positions", "cosSin", "q", "k"},
 				Outputs: []int{2, 3},
 				Tol:     map[int]check.Tolerance{2: tol, 3: tol},
-				Run: func(ts []*tensor.Tensor) error {
+				Run: func(s *cuda.Stream, ts []*tensor.Tensor) error {
 					q, k := qview(ts[2]), (*tensor.Tensor)(nil)
 					if c.hk > 0 {
 						k = kview(ts[3])
 					}
 					if ts[2].IsDevice() {
-						return RotateQK(nil, q, k, ts[0], ts[1], o)
+						o := o
+						var err error
+						if o.TrustPositions, err = s.Capturing(); err != nil {
+							return err
+						}
+						return RotateQK(s, q, k, ts[0], ts[1], o)
 					}
 					refQK(q, k, ts[0].Int64s(), r/2, c.style, angleCosSin(c.theta, r))
 					return nil
@@ -235,10 +240,10 @@ func (c bhsdCase) check(dt, cdt tensor.DType) registry.Check {
 				Outputs: []int{3},
 				Poison:  []int{3},
 				Tol:     map[int]check.Tolerance{2: tol, 3: tol},
-				Run: func(ts []*tensor.Tensor) error {
+				Run: func(s *cuda.Stream, ts []*tensor.Tensor) error {
 					y := ts[len(ts)-1]
 					if ts[2].IsDevice() {
-						return Rope(nil, y, ts[2], ts[0], ts[1], o)
+						return Rope(s, y, ts[2], ts[0], ts[1], o)
 					}
 					refBHSD(y, ts[2], r/2, c.style, angleCosSin(c.theta, r))
 					return nil

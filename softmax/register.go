@@ -172,7 +172,7 @@ func (c parityCase) run(dev *cuda.Device, rng *rand.Rand) (check.Report, error) 
 		return check.Run(dev, check.Spec{
 			Tensors: []*tensor.Tensor{x}, Names: []string{"y=x"}, Outputs: []int{0},
 			Tol: map[int]check.Tolerance{0: tolerance(c.DType)},
-			Run: func(ts []*tensor.Tensor) error { return Softmax(nil, ts[0], ts[0], opt) },
+			Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return Softmax(s, ts[0], ts[0], opt) },
 		})
 	}
 	y, err := tensor.NewStrided(c.DType, []int{c.M, c.N}, []int{max(c.Ldy, c.N), 1})
@@ -182,7 +182,7 @@ func (c parityCase) run(dev *cuda.Device, rng *rand.Rand) (check.Report, error) 
 	return check.Run(dev, check.Spec{
 		Tensors: []*tensor.Tensor{x, y}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
 		Tol: map[int]check.Tolerance{1: tolerance(c.DType)},
-		Run: func(ts []*tensor.Tensor) error { return Softmax(nil, ts[1], ts[0], opt) },
+		Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return Softmax(s, ts[1], ts[0], opt) },
 	})
 }
 

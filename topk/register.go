@@ -96,15 +96,15 @@ func (c checkCase) run(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
 		Outputs: []int{1, 2, 3},
 		Poison:  []int{1, 2},
 		Tol:     map[int]check.Tolerance{1: {}},
-		Run: func(ts []*tensor.Tensor) error {
-			if err := TopK(nil, ts[1], ts[2], ts[0], c.k); err != nil {
+		Run: func(s *cuda.Stream, ts []*tensor.Tensor) error {
+			if err := TopK(s, ts[1], ts[2], ts[0], c.k); err != nil {
 				return err
 			}
 			bitsView, err := ts[1].View(tensor.U8, ts[3].Shape(), ts[3].Strides())
 			if err != nil {
 				return err
 			}
-			return ts[3].CopyFrom(bitsView)
+			return ts[3].CopyFromOn(s, bitsView)
 		},
 	})
 }

@@ -30,7 +30,7 @@ func init() {
 				return check.Run(dev, check.Spec{
 					Tensors: []*tensor.Tensor{x, tensor.New(tensor.F32, rows, cols)},
 					Names:   []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
-					Run: func(ts []*tensor.Tensor) error { return ts[1].CopyFrom(ts[0]) },
+					Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return ts[1].CopyFromOn(s, ts[0]) },
 				})
 			}}
 	}
