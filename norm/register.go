@@ -117,9 +117,13 @@ var meanOffsetF32Tol = check.Tolerance{Atol: 5e-4, Rtol: 1e-5, RelNorm: 5e-4}
 // of std 1e15 whose mean is 1e10): besides check.ForDType's relative bound,
 // an absolute 1e-7·std, above the worst case of a mean computed in fp32
 // from values of scale std (about 2^-24·std) and far below any real error.
+// For the same reason there is no bound on the relative norm: a few rows
+// whose means happen to lie near zero made it 1.13e-5 against ForDType's
+// 1e-5 (f16 rows of 1000, std 1, half of them NaN or ±inf, on an H200), with
+// every element inside its bound.
 func meanTol(std float64) *check.Tolerance {
 	t := check.ForDType(tensor.F32)
-	t.Atol = max(t.Atol, 1e-7*std)
+	t.Atol, t.RelNorm = max(t.Atol, 1e-7*std), 0
 	return &t
 }
 
