@@ -18,6 +18,9 @@ type Env struct {
 	// L2Reset: every case began with L2's persisting lines reset
 	// (bench.Measure does from be226fe on); older runs' JSON lacks it.
 	L2Reset bool `json:"l2_reset,omitempty"`
+	// Graph: every case, ours and PyTorch's, was timed inside CUDA graphs
+	// of at least this many launches (Options.Graph); 0: one launch at a time.
+	Graph int `json:"graph,omitempty"`
 }
 
 // CPUOnly reports whether the results came from the host path alone.
@@ -38,6 +41,11 @@ func Describe(dev *cuda.Device) Env {
 		e.Device, e.Arch, e.L2Reset = p.Name, p.Arch(), true
 	}
 	return e
+}
+
+// graphLine says how a graph run was timed.
+func (e Env) graphLine() string {
+	return fmt.Sprintf("in CUDA graphs of ≥ %d launches, time per launch", e.Graph)
 }
 
 // CUDAVersion formats a driver version number (major·1000 + minor·10) as
@@ -72,6 +80,9 @@ func (e Env) String() string {
 	if e.CopyGBs > 0 {
 		s += fmt.Sprintf(" · copy %.0f GB/s", e.CopyGBs)
 	}
+	if e.Graph > 0 {
+		s += " · " + e.graphLine()
+	}
 	return s
 }
 
@@ -85,6 +96,9 @@ func (e Env) Table() *Table {
 	t.Add("date", e.Date.Format(time.DateOnly))
 	if e.CopyGBs > 0 {
 		t.Add("copy bandwidth", fmt.Sprintf("%.0f GB/s (device-to-device, bytes read + written)", e.CopyGBs))
+	}
+	if e.Graph > 0 {
+		t.Add("timing", e.graphLine())
 	}
 	return t
 }

@@ -1,10 +1,12 @@
 package bench_test
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/registry"
 )
@@ -40,12 +42,16 @@ func TestTorchOnGPU(t *testing.T) {
 	res, err := bench.Torch([]bench.TorchRequest{
 		{ID: "scale", Op: "kittens_test_scale", Args: map[string]any{"rows": 4096, "cols": 4096, "dtype": "bf16"}},
 		{ID: "missing", Op: "kittens_test_no_such_builder", Args: map[string]any{}, NoCompile: true},
+		{ID: "scale in graphs", Op: "kittens_test_scale", Args: map[string]any{"rows": 256, "cols": 256, "dtype": "bf16"}, Sets: 2, Graph: 4},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := res["scale"]; r.Error != "" || r.EagerUS <= 0 || r.CompileUS <= 0 {
 		t.Errorf("scale: %+v", r)
+	}
+	if r := res["scale in graphs"]; r.Error != "" || r.EagerUS <= 0 || r.CompileUS <= 0 {
+		t.Errorf("scale in graphs: %+v", r)
 	}
 	if r := res["missing"]; !strings.Contains(r.Error, "no torch builder") {
 		t.Errorf("missing: %+v, want an error naming the builder", r)
@@ -72,4 +78,35 @@ func TestCopyAt(t *testing.T) {
 		}
 		t.Logf("copy moving %5d MiB: %5.0f GB/s (%3.0f%% of the 1 GiB copy)", moved>>20, gbs, 100*gbs/ceiling)
 	}
+}
+
+// TestMeasureInGraphs times a memset inside CUDA graphs: the launches per
+// graph round up to whole rotations over the input sets, and the time per
+// launch is positive and below one launch timed alone (whose floor is the
+// launch latency, which a graph replay pays once).
+func TestMeasureInGraphs(t *testing.T) {
+	dev := gputest.Device(t)
+	const n = 1 << 16
+	b := registry.Bench{Name: "memset 64 KiB", Bytes: n, New: func(dev *cuda.Device, _ *rand.Rand) (registry.Instance, error) {
+		p, err := dev.Alloc(n)
+		if err != nil {
+			return registry.Instance{}, err
+		}
+		return registry.Instance{Run: func(s *cuda.Stream) error { return s.Memset8(p, 7, n) }, Free: func() { dev.Free(p) }}, nil
+	}}
+	alone, err := bench.Measure(dev, b, bench.Options{Runs: 50, MaxSets: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inGraphs, err := bench.Measure(dev, b, bench.Options{Runs: 50, MaxSets: 3, Graph: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone.Graph != 0 || inGraphs.Sets != 3 || inGraphs.Graph != 9 {
+		t.Errorf("launches per graph: %d alone, %d in graphs of %d sets; want 0 and 9", alone.Graph, inGraphs.Graph, inGraphs.Sets)
+	}
+	if inGraphs.MedianUS <= 0 || inGraphs.MedianUS >= alone.MedianUS {
+		t.Errorf("a memset takes %.2f µs in graphs, %.2f alone", inGraphs.MedianUS, alone.MedianUS)
+	}
+	t.Logf("memset of 64 KiB: %.2f µs alone, %.2f in graphs of %d", alone.MedianUS, inGraphs.MedianUS, inGraphs.Graph)
 }

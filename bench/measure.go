@@ -29,6 +29,14 @@ type Options struct {
 	// evict-last lines of the one before (BenchmarkL2Leftovers in ops
 	// measures what they cost).
 	KeepL2 bool
+	// Graph, when positive, times launches inside CUDA graphs: that many
+	// launches (rounded up to a whole number of rotations over the input
+	// sets) are captured into one graph, each timed run replays it, and the
+	// time per launch is the replay's over that number. A graph costs one
+	// launch on the host and lets the GPU start each kernel as the one
+	// before it ends, as serving engines run their decode steps, so small
+	// kernels come out shorter than launched one at a time.
+	Graph int
 }
 
 func (o *Options) defaults() {
@@ -54,6 +62,7 @@ type Result struct {
 	TFLOPs   float64 // Flops / median
 	Sets     int     // input sets rotated
 	Runs     int
+	Graph    int // launches per timed graph replay (Options.Graph, rounded); 0: each launch timed alone
 }
 
 // Measure times one benchmark case on dev.
@@ -100,11 +109,34 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 	if err := s.Synchronize(); err != nil {
 		return Result{}, fmt.Errorf("bench: warm-up: %w", err)
 	}
-	times, err := timeRuns(dev, s, opt.Runs, func(i int) error { return insts[i%sets].Run(s) })
+	launch, per := func(i int) error { return insts[i%sets].Run(s) }, 1
+	if opt.Graph > 0 {
+		per = (opt.Graph + sets - 1) / sets * sets
+		g, err := s.Capture(cuda.CaptureGlobal, func() error {
+			for i := range per {
+				if err := insts[i%sets].Run(s); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return Result{}, fmt.Errorf("bench: capturing %d launches into a CUDA graph: %w", per, err)
+		}
+		defer g.Destroy()
+		launch = func(int) error { return g.Launch(s) }
+	}
+	times, err := timeRuns(dev, s, opt.Runs, launch)
 	if err != nil {
 		return Result{}, err
 	}
+	for i := range times {
+		times[i] /= float64(per)
+	}
 	r := Result{MedianUS: median(times), MinUS: slices.Min(times), Sets: sets, Runs: opt.Runs}
+	if opt.Graph > 0 {
+		r.Graph = per
+	}
 	if r.MedianUS > 0 {
 		r.GBs = float64(b.Bytes) / (r.MedianUS * 1e3)
 		r.TFLOPs = float64(b.Flops) / (r.MedianUS * 1e6)

@@ -47,6 +47,15 @@ func TestJSONRoundTripAndMerge(t *testing.T) {
 	if _, err := Merge(a, other); err == nil {
 		t.Fatal("merged runs from different devices")
 	}
+	inGraphs := roundTrip(t, &Report{Env: Env{Device: "NVIDIA H200", Driver: "13.0", Graph: 16}})
+	if _, err := Merge(a, inGraphs); err == nil {
+		t.Fatal("merged a run in CUDA graphs with one outside")
+	}
+	md.Reset()
+	if err := inGraphs.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "in CUDA graphs of ≥ 16 launches") ||
+		!strings.Contains(md.String(), "ran inside a CUDA graph: at least 16 launches") {
+		t.Fatalf("markdown of a run in graphs: %v\n%s", err, md.String())
+	}
 	if _, err := ReadJSON(strings.NewReader("{")); err == nil {
 		t.Fatal("read a broken report")
 	}

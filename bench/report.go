@@ -286,6 +286,7 @@ causal_conv1d_update B32). torch.compile's reductions read under the same policy
 too.`
 	methodL2Reset   = ` Before each case, ours and PyTorch's alike, L2's persisting lines are reset to normal priority (` + "`cuCtxResetPersistingL2Cache`" + `).`
 	methodNoL2Reset = ` These runs did not reset L2's persisting lines between cases.`
+	methodGraph     = ` Every case, ours and PyTorch's, ran inside a CUDA graph: at least %d launches, a whole number of rotations over the input sets, were captured into one graph, each timed run replayed it, and the time per launch is the replay's divided by their number. The GPU then starts each kernel as the one before it ends, as in a serving engine's decode graph, so small kernels take less than one timed alone.`
 	methodRepeated  = `Cases measured in several runs (` + "`kittens report`" + ` merging runs that repeat them) show the median
 of the runs for every time, ours and PyTorch's alike, and the percentages and ratios are of those medians;
 "vs compile, each run" is the range of each run's own ratio, with the number of runs. Each run starts
@@ -325,6 +326,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			b.WriteString(methodL2Reset)
 		} else {
 			b.WriteString(methodNoL2Reset)
+		}
+		if r.Env.Graph > 0 {
+			b.WriteString(fmt.Sprintf(methodGraph, r.Env.Graph))
 		}
 	}
 	if r.repeated() {
@@ -435,6 +439,9 @@ func Merge(reps ...*Report) (*Report, error) {
 		if r.Env.Device != out.Env.Device || r.Env.Driver != out.Env.Driver {
 			return nil, fmt.Errorf("bench: cannot merge runs on %q (driver %s) and %q (driver %s)",
 				out.Env.Device, out.Env.Driver, r.Env.Device, r.Env.Driver)
+		}
+		if r.Env.Graph != out.Env.Graph {
+			return nil, fmt.Errorf("bench: cannot merge runs timed in CUDA graphs of %d and of %d launches (0: none)", out.Env.Graph, r.Env.Graph)
 		}
 		if r.Env.CopyGBs > out.Env.CopyGBs {
 			out.Env.CopyGBs = r.Env.CopyGBs

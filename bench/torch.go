@@ -34,8 +34,9 @@ type TorchRequest struct {
 	Op        string         `json:"op"`   // builder name in a family's snippet
 	Args      map[string]any `json:"args"` // shape, dtype and options
 	NoCompile bool           `json:"no_compile,omitempty"`
-	Sets      int            `json:"sets,omitempty"` // input sets to rotate (the Result.Sets of our run); 0: one
-	Runs      int            `json:"runs,omitempty"` // timed launches; 0: the script's default, 100
+	Sets      int            `json:"sets,omitempty"`  // input sets to rotate (the Result.Sets of our run); 0: one
+	Runs      int            `json:"runs,omitempty"`  // timed launches; 0: the script's default, 100
+	Graph     int            `json:"graph,omitempty"` // calls per CUDA graph replay (the Result.Graph of our run); 0: no graph
 }
 
 // TorchResult is PyTorch's time for one case, in µs. CompileUS is zero when
@@ -55,7 +56,7 @@ func TorchRequestFor(id string, b registry.Bench, r Result) (TorchRequest, bool)
 	if b.Torch == nil || r.Sets < 1 || r.Runs < 1 {
 		return TorchRequest{}, false
 	}
-	return TorchRequest{ID: id, Op: b.Torch.Op, Args: b.Torch.Args, Sets: r.Sets, Runs: r.Runs}, true
+	return TorchRequest{ID: id, Op: b.Torch.Op, Args: b.Torch.Args, Sets: r.Sets, Runs: r.Runs, Graph: r.Graph}, true
 }
 
 // TorchScript returns the Python program Torch runs: the harness

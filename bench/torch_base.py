@@ -11,7 +11,9 @@
 # an event between each, behind a spin kernel that keeps the GPU busy while
 # the host queues them (see time_us); twice, keeping the second round; the
 # median (of an even count the upper of the middle two, as median in
-# bench/timing.go takes it). It prints one JSON object per case on stdout.
+# bench/timing.go takes it). With "graph" in a case, as with kittens bench
+# -graph, that many calls are captured into one CUDA graph and each timed
+# run replays it (time_us_graph). It prints one JSON object per case on stdout.
 #
 # Before each timing, L2's persisting lines are reset to normal priority, as
 # bench.Measure resets them before each of our cases: torch.compile's
@@ -173,6 +175,31 @@ def time_us(fn, input_sets, runs):
     return sorted(times)[runs // 2]  # the upper middle, as median in bench/timing.go
 
 
+def time_us_graph(fn, input_sets, runs, per):
+    """Median GPU time of one call of fn in us when per calls, rotating over
+    the input sets, are captured into one CUDA graph and each timed run
+    replays it, as bench.Measure's Graph option times ours (per is already
+    a whole number of rotations). Every set is called once on a side stream
+    first, as torch.cuda.graph asks, which compiles a compiled fn outside
+    the capture. The calls' outputs live in the graph's memory pool, one
+    buffer each: as many as ours where per equals the sets (the cases of a
+    few MB), more where a larger case rotates fewer sets.
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for inputs in input_sets:
+            fn(*inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    outputs = []
+    with torch.cuda.graph(g):
+        for i in range(per):
+            outputs.append(fn(*input_sets[i % len(input_sets)]))
+    return time_us(lambda: g.replay(), [()], runs) / per
+
+
 def warm_one(c):
     """Compile one case in a worker process; errors surface in the timing pass."""
     try:
@@ -211,7 +238,11 @@ def main():
             fn, inputs = BUILDERS[c["op"]](c["args"])
             sets = [inputs] + [BUILDERS[c["op"]](c["args"])[1] for _ in range(c.get("sets", 1) - 1)]
             runs = c.get("runs", 100)
-            out["eager_us"] = time_us(fn, sets, runs)
+            timer = time_us
+            if c.get("graph"):
+                def timer(f, s, r):
+                    return time_us_graph(f, s, r, c["graph"])
+            out["eager_us"] = timer(fn, sets, runs)
             t_eager = time.perf_counter()
             if not c.get("no_compile"):
                 # A family's builders return the same lambda for every shape,
@@ -220,7 +251,7 @@ def main():
                 # from then on: start each case from an empty cache.
                 torch._dynamo.reset()
                 cfn = torch.compile(fn, dynamic=False)
-                out["compile_us"] = time_us(cfn, sets, runs)
+                out["compile_us"] = timer(cfn, sets, runs)
         except Exception as e:  # report, keep going
             out["error"] = f"{type(e).__name__}: {e}"
             traceback.print_exc(file=sys.stderr)

@@ -21,11 +21,16 @@ func (c *cli) bench(args []string) int {
 	write := fs.String("write", "", "also write the results as markdown to this file (BENCH.md)")
 	jsonPath := fs.String("json", "", "also write every number as JSON to this file")
 	runs := fs.Int("runs", 0, "timed launches per case (default 200; 3 host runs on the CPU path)")
+	graph := fs.Int("graph", 0, "time launches inside CUDA graphs of this many, as serving engines run decode (0: one launch at a time)")
 	if !c.parse(fs, args) {
 		return exitUsage
 	}
 	if *runs < 0 {
 		fmt.Fprintf(c.stderr, "kittens bench: -runs %d: it must be ≥ 1 (or 0 for the default)\n", *runs)
+		return exitUsage
+	}
+	if *graph < 0 {
+		fmt.Fprintf(c.stderr, "kittens bench: -graph %d: it must be ≥ 1 (or 0 for none)\n", *graph)
 		return exitUsage
 	}
 	if *vs != "" && *vs != "torch" {
@@ -37,6 +42,9 @@ func (c *cli) bench(args []string) int {
 		return exitUsage
 	}
 	rep := &bench.Report{Env: bench.Describe(dev)}
+	if dev != nil {
+		rep.Env.Graph = *graph
+	}
 	status := exitOK
 	if dev == nil {
 		rep.Entries = benchHost(ops, *runs, c.stderr)
@@ -51,7 +59,7 @@ func (c *cli) bench(args []string) int {
 		}
 		rep.Env.CopyGBs = gbs
 		var copied bool
-		if rep.Entries, copied = benchDevice(dev, ops, *runs, c.stderr); !copied {
+		if rep.Entries, copied = benchDevice(dev, ops, bench.Options{Runs: *runs, Graph: *graph}, c.stderr); !copied {
 			status = exitFail
 		}
 		if *vs == "torch" && compareTorch(ops, rep.Entries, c.stderr) != nil {
@@ -72,18 +80,19 @@ func (c *cli) bench(args []string) int {
 const sameCopyMin = 16 << 20
 
 // benchDevice measures every benchmark case of ops on dev, and for cases of
-// sameCopyMin bytes or more a copy that moves as many bytes (once per size
+// sameCopyMin bytes or more, unless they run in CUDA graphs, a copy that
+// moves as many bytes (once per size
 // that copy rounds to, bench.CopyBytes). copied is false when such a copy
 // failed: the cases of its size then lack the figure the copy targets are
 // counted against, which fails the command as a failed case does.
-func benchDevice(dev *cuda.Device, ops []*registry.Op, runs int, stderr io.Writer) (out []bench.Entry, copied bool) {
+func benchDevice(dev *cuda.Device, ops []*registry.Op, opt bench.Options, stderr io.Writer) (out []bench.Entry, copied bool) {
 	copied = true
 	copies := map[int64]float64{}
 	eachCase(ops, benchesOf, benchName, stderr, func(op *registry.Op, b registry.Bench) {
-		r, err := bench.Measure(dev, b, bench.Options{Runs: runs})
+		r, err := bench.Measure(dev, b, opt)
 		e := entry(op, b.Name, r, err)
 		e.Bytes, e.Flops = b.Bytes, b.Flops
-		if b.Bytes >= sameCopyMin {
+		if b.Bytes >= sameCopyMin && opt.Graph == 0 { // a lone copy says nothing of launches in a graph
 			size := bench.CopyBytes(b.Bytes)
 			if _, ok := copies[size]; !ok {
 				gbs, err := bench.CopyAt(dev, b.Bytes)
