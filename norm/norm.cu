@@ -600,6 +600,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
       // its first lane as access 0 (a zero where the unit is past the end).
       constexpr int unit = GROUP > 0 ? GROUP : 32;
       shift = __shfl_sync(0xffffffffu, h[0].get(0), (threadIdx.x & 31) & ~(unit - 1));
+      // An infinite shift would make every difference of the unit NaN,
+      // and the mean NaN where it is that infinity: such a unit (and a
+      // NaN one, whose statistics are NaN anyway) goes without.
+      if (!(fabsf(shift) <= 3.402823466e38f)) shift = 0.f;
 #pragma unroll
       for (int k = 0; k < VPT; ++k) shifted_sums(h[k], lane + k * threads, n, shift, s1, s2);
     }

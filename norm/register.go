@@ -71,7 +71,7 @@ type caseSpec struct {
 	mean         float64 // input mean (LayerNorm's large-offset case)
 	large        bool    // inputs of std largeStd[dtype] instead of 1
 	zeroRow      bool    // row 0 normalizes zeros (x = −residual when fused)
-	special      bool    // rows 1, 2 and 3 of x hold a NaN, a +inf and a −inf (NaN rows and statistics)
+	special      bool    // rows 1, 2 and 3 of x hold a NaN, a +inf and a −inf, row 4 a −inf in its first column (NaN rows and statistics)
 	stats        bool    // ask for the optional fp32 outputs
 	inPlace      bool    // outputs are their input partners
 	zeroCentered bool
@@ -229,6 +229,9 @@ func (d *opDef) spec(c caseSpec, dt tensor.DType, rng *rand.Rand) check.Spec {
 		xv := x.Float64s()
 		for i, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 			xv[(i+1)*c.n+rng.IntN(c.n)] = v
+		}
+		if c.rows > 4 {
+			xv[4*c.n] = math.Inf(-1) // where one-pass LayerNorm takes its shift
 		}
 		x.SetFloat64s(xv)
 	}
