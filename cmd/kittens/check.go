@@ -187,7 +187,8 @@ func (r *checkResults) writeMarkdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("# Kernel status\n\n")
 	b.WriteString("Every registered op's parity cases against its CPU reference (float64), written by `kittens check -write`.\n")
-	b.WriteString("Each case draws fresh random inputs; a failure's seed replays them.\n\n")
+	b.WriteString("Each case draws fresh random inputs; a failure's seed replays them. On a GPU each case also runs\n")
+	b.WriteString("captured into a CUDA graph and replayed, and must write exactly what the direct launch wrote.\n\n")
 	if err := r.Env.Table().WriteMarkdown(&b); err != nil {
 		return err
 	}
