@@ -596,28 +596,8 @@ func (p *plan) checkIndices(s *cuda.Stream) error {
 	return vd.Err()
 }
 
-// hostInts returns the values of a rank-1 index tensor, copying a device
-// tensor to the host on s and waiting for it, which a stream being
-// captured into a CUDA graph cannot do: there it is p.op's error on arg.
+// hostInts returns the values of a rank-1 index tensor for checkIndices
+// (tensor.ValuesForCheck: a device tensor waits for s).
 func (p *plan) hostInts(s *cuda.Stream, t *tensor.Tensor, arg string) ([]int64, error) {
-	if !t.IsDevice() {
-		return t.Int64s(), nil
-	}
-	if capturing, err := s.Capturing(); err != nil {
-		return nil, err
-	} else if capturing {
-		return nil, &tensor.ArgError{Op: p.op, Arg: arg, Msg: "is on the device and checked on the host, which waits for the stream " +
-			"and cannot be captured in a CUDA graph: set Options.AssumeValidIndices"}
-	}
-	if s == nil {
-		s = t.Device().DefaultStream()
-	}
-	h := tensor.New(t.DType(), t.Shape()...)
-	if err := s.CopyDtoH(h.Bytes(), t.Ptr()); err != nil {
-		return nil, err
-	}
-	if err := s.Synchronize(); err != nil {
-		return nil, err
-	}
-	return h.Int64s(), nil
+	return tensor.ValuesForCheck(s, t, p.op, arg, "Options.AssumeValidIndices")
 }

@@ -147,14 +147,11 @@ func RotateQK(s *cuda.Stream, q, k, positions, cosSin *tensor.Tensor, o Options)
 	}
 	maxPos := cosSin.Dim(0)
 	if !q.IsDevice() || !o.TrustPositions {
-		host := positions
-		if positions.IsDevice() {
-			var err error
-			if host, err = positionsToHost(s, positions); err != nil {
-				return err
-			}
+		pos, err := tensor.ValuesForCheck(s, positions, "rope.RotateQK", "positions", "Options.TrustPositions")
+		if err != nil {
+			return err
 		}
-		if err := checkPositions(host.Int64s(), maxPos); err != nil {
+		if err := checkPositions(pos, maxPos); err != nil {
 			return err
 		}
 	}
@@ -163,24 +160,6 @@ func RotateQK(s *cuda.Stream, q, k, positions, cosSin *tensor.Tensor, o Options)
 		return nil
 	}
 	return launchQK(s, q, k, positions, cosSin, r, o.Style)
-}
-
-// positionsToHost waits for the stream and copies device positions back,
-// which a stream being captured into a CUDA graph cannot do.
-func positionsToHost(s *cuda.Stream, positions *tensor.Tensor) (*tensor.Tensor, error) {
-	if capturing, err := s.Capturing(); err != nil {
-		return nil, err
-	} else if capturing {
-		return nil, &tensor.ArgError{Op: "rope.RotateQK", Arg: "positions", Msg: "is on the device and checked on the host, " +
-			"which waits for the stream and cannot be captured in a CUDA graph: set Options.TrustPositions"}
-	}
-	if s == nil {
-		s = positions.Device().DefaultStream()
-	}
-	if err := s.Synchronize(); err != nil {
-		return nil, err
-	}
-	return positions.ToHost()
 }
 
 // checkPositions reports the first position outside [0, maxPos).

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/gokittens/kittens/cuda"
 )
 
 // ArgError is a bad argument to an op, found before anything ran. Its
@@ -302,4 +304,36 @@ func (v *Validator) NoOverlapUnlessSame(outName string, out *Tensor, inName stri
 	if Overlap(out, in) && !Same(out, in) {
 		v.Failf(outName, "partly overlaps %s; it must be disjoint from it or exactly the same tensor", inName)
 	}
+}
+
+// ValuesForCheck returns the values of t, an index or position tensor that
+// op checks before it launches: read from a host tensor as it is; copied
+// back from a device tensor after everything queued on s (nil: the
+// device's default stream), which waits for s. A stream being captured into
+// a CUDA graph cannot wait, so there it is an ArgError on arg that says to
+// set skip, the option that does without the check.
+func ValuesForCheck(s *cuda.Stream, t *Tensor, op, arg, skip string) ([]int64, error) {
+	if !t.IsDevice() {
+		return t.Int64s(), nil
+	}
+	if capturing, err := s.Capturing(); err != nil {
+		return nil, err
+	} else if capturing {
+		return nil, &ArgError{Op: op, Arg: arg, Msg: "is on the device and checked on the host, which waits for the stream " +
+			"and cannot be captured in a CUDA graph: set " + skip}
+	}
+	if s == nil {
+		s = t.Device().DefaultStream()
+	}
+	h, err := NewStrided(t.dtype, t.shape, t.strides)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.CopyFromOn(s, t); err != nil {
+		return nil, err
+	}
+	if err := s.Synchronize(); err != nil {
+		return nil, err
+	}
+	return h.Int64s(), nil
 }
