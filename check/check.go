@@ -78,6 +78,16 @@ func (r Report) String() string {
 	return s
 }
 
+// fail marks r failed for reason w, after the reasons it already gives.
+func (r *Report) fail(w string) {
+	if r.Pass || r.Worst == "" {
+		r.Worst = w
+	} else {
+		r.Worst += "; " + w
+	}
+	r.Pass = false
+}
+
 // Merge combines the reports of several outputs of one case.
 func Merge(rs ...Report) Report {
 	if len(rs) == 0 {
@@ -298,12 +308,7 @@ func (s Spec) strays(r Report, ts, before []*tensor.Tensor) Report {
 			if out {
 				where = "between its elements"
 			}
-			w := fmt.Sprintf("%s: %d bytes written %s (first at byte %d)", s.Names[i], n, where, first)
-			if r.Pass || r.Worst == "" {
-				r.Worst = w
-			} else {
-				r.Worst += "; " + w
-			}
+			r.fail(fmt.Sprintf("%s: %d bytes written %s (first at byte %d)", s.Names[i], n, where, first))
 		}
 		r.Stray += n
 		r.Pass = false
@@ -382,13 +387,7 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 	}
 	for i := range back {
 		if j := firstDiff(replay[i].Bytes(), back[i].Bytes()); j >= 0 {
-			w := fmt.Sprintf("%s: replayed from a CUDA graph, byte %d differs from the direct launch's", s.Names[i], j)
-			if r.Pass {
-				r.Worst = w
-			} else {
-				r.Worst += "; " + w
-			}
-			r.Pass = false
+			r.fail(fmt.Sprintf("%s: replayed from a CUDA graph, byte %d differs from the direct launch's", s.Names[i], j))
 			break
 		}
 	}
