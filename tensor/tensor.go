@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -330,16 +331,21 @@ func (t *Tensor) ToHost() (*Tensor, error) {
 // call.
 func (t *Tensor) CopyFrom(src *Tensor) error { return t.CopyFromOn(nil, src) }
 
-// CopyFromOn is CopyFrom queued on stream s (nil: CopyFrom itself). A copy
-// between two device tensors returns at once and may be captured into a
-// CUDA graph. Host memory is pageable, so a copy to or from the host
-// returns only once the host bytes have been read or written, and cannot
-// be captured; neither can an overlapping copy, which waits for s before it
-// frees the copy it took aside.
+// CopyFromOn is CopyFrom queued on stream s (nil: CopyFrom itself, on the
+// device's default stream, waited for). A copy between two device tensors
+// returns at once and may be captured into a CUDA graph. Host memory is
+// pageable, so a copy to or from the host returns only once the host bytes
+// have been read or written, and cannot be captured; neither can an
+// overlapping copy, which waits for s before it frees the copy it took
+// aside.
 func (t *Tensor) CopyFromOn(s *cuda.Stream, src *Tensor) error {
 	if t.dtype != src.dtype || !slices.Equal(t.shape, src.shape) || !slices.Equal(t.strides, src.strides) {
 		return fmt.Errorf("tensor: CopyFrom %v%v (strides %v) into %v%v (strides %v)",
 			src.dtype, src.shape, src.strides, t.dtype, t.shape, t.strides)
+	}
+	wait := s == nil
+	if dev := cmp.Or(t.dev, src.dev); wait && dev != nil {
+		s = dev.DefaultStream()
 	}
 	var aside *Tensor
 	if Overlap(t, src) && !Same(t, src) {
@@ -353,7 +359,7 @@ func (t *Tensor) CopyFromOn(s *cuda.Stream, src *Tensor) error {
 		if err := aside.CopyFromOn(s, src); err != nil {
 			return err
 		}
-		src = aside
+		src, wait = aside, true // aside is freed on return
 	}
 	err := t.writeRanges(func(off, n int) error {
 		dst, from := t.ptr+cuda.DevicePtr(off), src.ptr+cuda.DevicePtr(off)
@@ -361,21 +367,15 @@ func (t *Tensor) CopyFromOn(s *cuda.Stream, src *Tensor) error {
 		case t.dev == nil && src.dev == nil:
 			copy(t.host[off:off+n], src.host[off:off+n])
 			return nil
-		case s != nil && t.dev != nil && src.dev == nil:
-			return s.CopyHtoD(dst, src.host[off:off+n])
-		case s != nil && t.dev == nil:
-			return s.CopyDtoH(t.host[off:off+n], from)
-		case s != nil:
-			return s.CopyDtoD(dst, from, n)
 		case src.dev == nil:
-			return t.dev.CopyHtoD(dst, src.host[off:off+n])
+			return s.CopyHtoD(dst, src.host[off:off+n])
 		case t.dev == nil:
-			return src.dev.CopyDtoH(t.host[off:off+n], from)
+			return s.CopyDtoH(t.host[off:off+n], from)
 		}
-		return t.dev.CopyDtoD(dst, from, n)
+		return s.CopyDtoD(dst, from, n)
 	})
-	if err == nil && aside != nil && s != nil {
-		err = s.Synchronize() // before aside is freed
+	if err == nil && wait && s != nil {
+		err = s.Synchronize()
 	}
 	return err
 }
