@@ -236,29 +236,35 @@ type cuLaunchAttribute struct {
 	value [16]uint32
 }
 
-const launchAttrClusterDimension = 4
+// Launch attribute ids (CUlaunchAttributeID).
+const (
+	launchAttrClusterDimension                = 4
+	launchAttrProgrammaticStreamSerialization = 6
+)
 
 // exState holds the structs cuLaunchKernelEx reads, pooled so a launch with a
-// cluster allocates nothing either.
+// cluster or a dependent launch allocates nothing either.
 type exState struct {
-	cfg  cuLaunchConfig
-	attr cuLaunchAttribute
+	cfg   cuLaunchConfig
+	attrs [2]cuLaunchAttribute
 }
 
 var exPool = sync.Pool{New: func() any { return new(exState) }}
 
 // Launch queues the kernel with the given arguments and returns a to the pool.
-// A config with a Cluster goes through cuLaunchKernelEx.
+// A config with a Cluster, or on a stream set for dependent launches
+// (Stream.SetDependentLaunch), goes through cuLaunchKernelEx.
 func (f *Function) Launch(cfg LaunchConfig, a *Args) error {
 	var stream uintptr
+	dependent := false
 	if cfg.Stream != nil {
-		stream = cfg.Stream.h
+		stream, dependent = cfg.Stream.h, cfg.Stream.dependent
 	}
 	f.dev.bind()
 	defer unbind()
 	defer argsPool.Put(a)
 	params := ptr(&a.ptrs[0])
-	if cfg.Cluster == (Dim3{}) {
+	if cfg.Cluster == (Dim3{}) && !dependent {
 		return newError("cuLaunchKernel", cuLaunchKernel.call(f.h,
 			uintptr(cfg.Grid.X), uintptr(cfg.Grid.Y), uintptr(cfg.Grid.Z),
 			uintptr(cfg.Block.X), uintptr(cfg.Block.Y), uintptr(cfg.Block.Z),
@@ -266,23 +272,32 @@ func (f *Function) Launch(cfg LaunchConfig, a *Args) error {
 	}
 	ex := exPool.Get().(*exState)
 	defer exPool.Put(ex)
-	ex.set(cfg, stream)
+	ex.set(cfg, stream, dependent)
 	return newError("cuLaunchKernelEx", cuLaunchKernelEx.call(ptr(&ex.cfg), f.h, params, 0))
 }
 
-// set fills ex with cfg, its cluster as the one attribute (none when the
-// cluster is zero), on stream.
-func (ex *exState) set(cfg LaunchConfig, stream uintptr) {
-	ex.attr = cuLaunchAttribute{id: launchAttrClusterDimension}
-	ex.attr.value[0], ex.attr.value[1], ex.attr.value[2] = cfg.Cluster.X, cfg.Cluster.Y, cfg.Cluster.Z
+// set fills ex with cfg on stream, with its cluster (when not zero) and the
+// permission to start before the previous kernel ends (when dependent) as
+// the attributes.
+func (ex *exState) set(cfg LaunchConfig, stream uintptr, dependent bool) {
 	ex.cfg = cuLaunchConfig{
 		gridX: cfg.Grid.X, gridY: cfg.Grid.Y, gridZ: cfg.Grid.Z,
 		blockX: cfg.Block.X, blockY: cfg.Block.Y, blockZ: cfg.Block.Z,
 		shared: uint32(cfg.Shared), stream: stream,
-		attrs: ptr(&ex.attr), numAttrs: 1,
 	}
-	if cfg.Cluster == (Dim3{}) {
-		ex.cfg.attrs, ex.cfg.numAttrs = 0, 0
+	n := 0
+	if cfg.Cluster != (Dim3{}) {
+		ex.attrs[n] = cuLaunchAttribute{id: launchAttrClusterDimension}
+		ex.attrs[n].value[0], ex.attrs[n].value[1], ex.attrs[n].value[2] = cfg.Cluster.X, cfg.Cluster.Y, cfg.Cluster.Z
+		n++
+	}
+	if dependent {
+		ex.attrs[n] = cuLaunchAttribute{id: launchAttrProgrammaticStreamSerialization}
+		ex.attrs[n].value[0] = 1
+		n++
+	}
+	if n > 0 {
+		ex.cfg.attrs, ex.cfg.numAttrs = ptr(&ex.attrs[0]), uint32(n)
 	}
 }
 
@@ -298,7 +313,7 @@ func (f *Function) MaxActiveClusters(cfg LaunchConfig) (int, error) {
 	defer unbind()
 	ex := exPool.Get().(*exState)
 	defer exPool.Put(ex)
-	ex.set(cfg, 0)
+	ex.set(cfg, 0, false)
 	v := new(int32)
 	err := newError("cuOccupancyMaxActiveClusters",
 		cuOccupancyMaxClusters.call(ptr(v), f.h, ptr(&ex.cfg)))
