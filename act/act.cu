@@ -241,6 +241,7 @@ KI void unary_rows(E* y, const E* x, int cols, long long sy, long long sx, Divid
 extern "C" __global__ void __launch_bounds__(kMaxBlock)
 act_unary(E* y, const E* x, int cols, long long sy, long long sx, unsigned per_row, unsigned div_mul, unsigned div_shr,
           unsigned items, int nc) {
+  wait_prior_grids();
   const Divider div{per_row, div_mul, div_shr};
   if (nc)
     unary_rows<true>(y, x, cols, sy, sx, div, items);
@@ -273,6 +274,7 @@ KI float gated_one(float g, float u, float limit, float alpha, float up_add) {
 extern "C" __global__ void __launch_bounds__(kMaxBlock)
 act_gated(E* y, const E* x, int d, long long sy, long long sx, unsigned per_row, unsigned div_mul, unsigned div_shr,
           unsigned items, int g_off, int u_off, float limit, float alpha, float up_add) {
+  wait_prior_grids();
   const Divider div{per_row, div_mul, div_shr};
   const unsigned step = gridDim.x * blockDim.x * kUnroll;
   for (unsigned base = blockIdx.x * blockDim.x * kUnroll + threadIdx.x; base < items; base += step) {

@@ -234,6 +234,7 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     const T* state_in, long long in_slot_stride, int in_col_stride,
     T* state_out, long long out_slot_stride, int out_col_stride,
     int n_slots, int state_len, int chunk, const int* modes, int* err) {
+  wait_prior_grids();
   const int g = blockIdx.z * gridDim.y + blockIdx.y;  // slot
   const bool reporter = blockIdx.x == 0 && threadIdx.x == 0 && err != nullptr;
 #if RING

@@ -15,6 +15,31 @@ typedef unsigned long long u64;
 
 #define KI __device__ __forceinline__
 
+// wait_prior_grids is the first thing every kernel of the library does.
+// Launched as a dependent launch (Stream.SetDependentLaunch; compute
+// capability 9.0 and later), a kernel may start while the kernel queued
+// before it is still running: it waits here until every grid it depends on
+// has finished and its writes are visible, so nothing before this call may
+// read or write global memory. Then it lets the next kernel on the stream be
+// launched at once, so that its launch overlaps this kernel's work instead
+// of following its end. Without a dependent launch both instructions do
+// nothing.
+KI void wait_prior_grids() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// spin_ns busy-waits for ns nanoseconds of the GPU's global timer.
+KI void spin_ns(u64 ns) {
+  u64 t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 // Storage types. Arithmetic always happens in fp32.
 struct __align__(2) bf16 { u16 bits; };
 struct __align__(2) f16 { u16 bits; };

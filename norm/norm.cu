@@ -527,6 +527,7 @@ KI void write_stats(const RowStats& st, float* rstd_out, float* mean_out, i64 ro
 #define EARLY (KIND == OP_RMS && WEIGHT != 0 && !RELOAD && VPT <= 2)
 
 extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
+  wait_prior_grids();
   __shared__ Scratch scratch;
   const int accesses = (n + VEC - 1) / VEC;
   // Rows are i64 so that row + step cannot overflow near 2^31 rows.
@@ -678,6 +679,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #else  // LOOPED
 
 extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARAMS) {
+  wait_prior_grids();
   __shared__ Scratch scratch;
   // The cache: access i of the row at cache_h[i] (and y at cache_y[i] for L2
   // backward). Each thread reads back only what it parked itself.

@@ -207,6 +207,7 @@ rope(const T* src0, T* dst0, T* qk1,
      i64 s0b, i64 s0t, HOff s0h,  // src0 strides: batch, token, head
      i64 d0b, i64 d0t, HOff d0h,  // dst0 strides
      i64 s1t, HOff s1h) {         // qk1 strides: token, head
+  wait_prior_grids();
 #if ROPE_FLAT
   // hb is the head lanes per token; lane y takes heads y, y + hb, ...
   const int nc = half / V;

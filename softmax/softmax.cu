@@ -261,6 +261,7 @@ KI Stat merge_all(Stat own, Stat* scratch, int it) {
 // of V). Dynamic shared memory: 66 Stats when G == 0.
 extern "C" __global__ void __launch_bounds__(MAXT, MAXT < 1024 ? 1024 / MAXT : 1) // at most 64 registers
 softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, float scale) {
+  wait_prior_grids();
   extern __shared__ Stat scratch[];
   const Work w = work(rows, n, chunk);
   const int tile = w.lanes * E, rowmax = rows - 1;
@@ -538,6 +539,7 @@ KI Stat exchange(Stat all, unsigned char* dsm, int it, u32 me, u32 nblk) {
 // kMaxSlots). Its blocks are nc consumer threads and the producer warp.
 extern "C" __global__ void __launch_bounds__(MAXT, 1)
 softmax_bulk(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, float scale, int piece, int slots) {
+  wait_prior_grids();
   extern __shared__ __align__(128) unsigned char dsm[];
   u64* full = reinterpret_cast<u64*>(dsm + kFull);
   u64* empty = reinterpret_cast<u64*>(dsm + kEmpty);

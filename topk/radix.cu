@@ -171,6 +171,7 @@ static_assert(THREADS >= NB && THREADS % 32 == 0, "the bin scan needs 256 thread
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 topk_radix(const DTYPE* __restrict__ x, i64 xs, DTYPE* __restrict__ vals, i64 vs, IDX* __restrict__ idx, i64 is,
            int M, int N, int k, int ib, int slice, int cap, int k2, int nsub) {
+  wait_prior_grids();
   extern __shared__ __align__(16) u8 smem[];
   u64* surv = reinterpret_cast<u64*>(smem);
   u64* buf = surv + k2;

@@ -35,6 +35,7 @@ static_assert(VEC == 1 || VEC == Pack<DTYPE>::N, "VEC is 1 or a 16-byte pack");
 extern "C" __global__ void __launch_bounds__(WPB * 32)
 topk_warp(const DTYPE* __restrict__ x, i64 xs, DTYPE* __restrict__ vals, i64 vs, IDX* __restrict__ idx, i64 is,
           int M, int N, int k) {
+  wait_prior_grids();
   constexpr int E = CHUNKS * VEC;
   __shared__ u64 slots[WPB][32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
