@@ -5,8 +5,9 @@
 // elements. Integer outputs must match exactly. Bytes the op may not write
 // must come back as they went in: every input's, and the gaps between the
 // rows of a strided output. The device call is also captured into a CUDA
-// graph and replayed, and must write exactly what it wrote when launched
-// directly. Without a device, Run checks the host path
+// graph and replayed, its kernels launched as dependent launches on
+// devices that have them, and must write exactly what it wrote when
+// launched directly. Without a device, Run checks the host path
 // alone: that it wrote every element of each poisoned output, float or
 // integer, and nothing it may not write.
 package check
@@ -327,8 +328,9 @@ func clone(t *tensor.Tensor) *tensor.Tensor {
 // back to be checked for stray writes: a changed byte of an input, or of a
 // gap between an output's rows, fails the case. Then the device path runs
 // again from the same bytes, captured into a CUDA graph and replayed, as
-// serving engines run their decode steps: every tensor must come back
-// exactly as the direct launch left it. With a nil device the host path
+// serving engines run their decode steps, with dependent launches where the
+// device has them (see onDevice): every tensor must come back exactly as
+// the direct launch left it. With a nil device the host path
 // runs alone, and only what it wrote is checked: elements of the poisoned
 // outputs it never wrote, and stray writes.
 func Run(dev *cuda.Device, s Spec) (Report, error) {
@@ -396,7 +398,13 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 
 // onDevice copies the case's tensors to dev, poisons the pure outputs, runs
 // the op on a stream of its own, directly or captured into a CUDA graph
-// and replayed, and returns every tensor copied back to the host.
+// and replayed, and returns every tensor copied back to the host. Where the
+// device has dependent launches (compute capability 9.0), the graph also
+// launches the op's kernels that way, behind restore_late: the tensors hold
+// 0xFF bytes until it has spun for a while and written their starting bytes
+// back, and the op's first kernel is free to launch meanwhile, so a kernel
+// that reads or writes before it waits for the grids before it cannot
+// replay what the direct launch wrote.
 func (s Spec) onDevice(dev *cuda.Device, graph bool) ([]*tensor.Tensor, error) {
 	devTS := make([]*tensor.Tensor, len(s.Tensors))
 	defer func() {
@@ -422,6 +430,24 @@ func (s Spec) onDevice(dev *cuda.Device, graph bool) ([]*tensor.Tensor, error) {
 	}
 	defer st.Destroy()
 	run := func() error { return s.Run(st, devTS) }
+	if graph && dev.Props().Major >= 9 {
+		// Dependent launches, behind a kernel that gives the tensors
+		// their bytes back only late (late.cu).
+		late, err := newLateRestore(dev, devTS)
+		if err != nil {
+			return nil, err
+		}
+		defer late.free()
+		if err := st.SetDependentLaunch(true); err != nil {
+			return nil, err
+		}
+		run = func() error {
+			if err := late.launch(st); err != nil {
+				return err
+			}
+			return s.Run(st, devTS)
+		}
+	}
 	if graph {
 		g, err := st.Capture(cuda.CaptureGlobal, run)
 		if err != nil {
