@@ -21,6 +21,9 @@ type Env struct {
 	// Graph: every case, ours and PyTorch's, was timed inside CUDA graphs
 	// of at least this many launches (Options.Graph); 0: one launch at a time.
 	Graph int `json:"graph,omitempty"`
+	// Dependent: in those graphs our kernels were dependent launches
+	// (Options.Dependent).
+	Dependent bool `json:"dependent_launch,omitempty"`
 }
 
 // CPUOnly reports whether the results came from the host path alone.
@@ -45,7 +48,11 @@ func Describe(dev *cuda.Device) Env {
 
 // graphLine says how a graph run was timed.
 func (e Env) graphLine() string {
-	return fmt.Sprintf("in CUDA graphs of ≥ %d launches, time per launch", e.Graph)
+	s := fmt.Sprintf("in CUDA graphs of ≥ %d launches, time per launch", e.Graph)
+	if e.Dependent {
+		s += ", ours as dependent launches"
+	}
+	return s
 }
 
 // CUDAVersion formats a driver version number (major·1000 + minor·10) as

@@ -8,6 +8,7 @@ import (
 	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/registry"
 )
 
@@ -43,6 +44,7 @@ func TestTorchOnGPU(t *testing.T) {
 		{ID: "scale", Op: "kittens_test_scale", Args: map[string]any{"rows": 4096, "cols": 4096, "dtype": "bf16"}},
 		{ID: "missing", Op: "kittens_test_no_such_builder", Args: map[string]any{}, NoCompile: true},
 		{ID: "scale in graphs", Op: "kittens_test_scale", Args: map[string]any{"rows": 256, "cols": 256, "dtype": "bf16"}, Sets: 2, Graph: 4},
+		{ID: "scale in PDL graphs", Op: "kittens_test_scale", Args: map[string]any{"rows": 256, "cols": 256, "dtype": "bf16"}, Sets: 2, Graph: 4, PDL: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +52,10 @@ func TestTorchOnGPU(t *testing.T) {
 	if r := res["scale"]; r.Error != "" || r.EagerUS <= 0 || r.CompileUS <= 0 {
 		t.Errorf("scale: %+v", r)
 	}
-	if r := res["scale in graphs"]; r.Error != "" || r.EagerUS <= 0 || r.CompileUS <= 0 {
-		t.Errorf("scale in graphs: %+v", r)
+	for _, id := range []string{"scale in graphs", "scale in PDL graphs"} {
+		if r := res[id]; r.Error != "" || r.EagerUS <= 0 || r.CompileUS <= 0 {
+			t.Errorf("%s: %+v", id, r)
+		}
 	}
 	if r := res["missing"]; !strings.Contains(r.Error, "no torch builder") {
 		t.Errorf("missing: %+v, want an error naming the builder", r)
@@ -109,4 +113,44 @@ func TestMeasureInGraphs(t *testing.T) {
 		t.Errorf("a memset takes %.2f µs in graphs, %.2f alone", inGraphs.MedianUS, alone.MedianUS)
 	}
 	t.Logf("memset of 64 KiB: %.2f µs alone, %.2f in graphs of %d", alone.MedianUS, inGraphs.MedianUS, inGraphs.Graph)
+}
+
+// TestMeasureDependentLaunches times a one-block kernel that waits for the
+// grids before it (wait_prior_grids) inside CUDA graphs, with and without
+// dependent launches: with them each launch overlaps the one before, so the
+// time per launch must fall.
+func TestMeasureDependentLaunches(t *testing.T) {
+	dev := gputest.Device(t)
+	if dev.Props().Major < 9 {
+		t.Skip("dependent launches need compute capability 9.0")
+	}
+	fn, err := jit.Get(dev, jit.Kernel{File: "bench/touch.cu", Entry: "touch", Source: `#include "kittens.cuh"
+extern "C" __global__ void touch(float* p) { wait_prior_grids(); p[threadIdx.x] += 1.f; }`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := registry.Bench{Name: "touch", Bytes: 256, New: func(dev *cuda.Device, _ *rand.Rand) (registry.Instance, error) {
+		p, err := dev.Alloc(128)
+		if err != nil {
+			return registry.Instance{}, err
+		}
+		return registry.Instance{Run: func(s *cuda.Stream) error {
+			return fn.Launch(cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(32), Stream: s}, cuda.NewArgs().Ptr(p))
+		}, Free: func() { dev.Free(p) }}, nil
+	}}
+	var us [2]float64
+	for i, dependent := range []bool{false, true} {
+		r, err := bench.Measure(dev, b, bench.Options{Runs: 50, MaxSets: 2, Graph: 16, Dependent: dependent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Dependent != dependent {
+			t.Errorf("Result.Dependent %v, want %v", r.Dependent, dependent)
+		}
+		us[i] = r.MedianUS
+	}
+	if us[1] >= us[0] {
+		t.Errorf("in graphs of 16: %.2f µs per launch with dependent launches, %.2f without", us[1], us[0])
+	}
+	t.Logf("one-block kernel in graphs of 16: %.2f µs per launch, %.2f as dependent launches", us[0], us[1])
 }

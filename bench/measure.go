@@ -37,6 +37,11 @@ type Options struct {
 	// before it ends, as serving engines run their decode steps, so small
 	// kernels come out shorter than launched one at a time.
 	Graph int
+	// Dependent, with Graph, captures the launches as programmatic
+	// dependent launches (cuda.Stream.SetDependentLaunch; compute
+	// capability 9.0 and later): each kernel may launch while the one
+	// before it runs, and waits for it on the GPU.
+	Dependent bool
 }
 
 func (o *Options) defaults() {
@@ -56,18 +61,22 @@ func (o *Options) defaults() {
 
 // Result is one timed case.
 type Result struct {
-	MedianUS float64 // median GPU time per launch, µs (see median)
-	MinUS    float64
-	GBs      float64 // Bytes / median
-	TFLOPs   float64 // Flops / median
-	Sets     int     // input sets rotated
-	Runs     int
-	Graph    int // launches per timed graph replay (Options.Graph, rounded); 0: each launch timed alone
+	MedianUS  float64 // median GPU time per launch, µs (see median)
+	MinUS     float64
+	GBs       float64 // Bytes / median
+	TFLOPs    float64 // Flops / median
+	Sets      int     // input sets rotated
+	Runs      int
+	Graph     int  // launches per timed graph replay (Options.Graph, rounded); 0: each launch timed alone
+	Dependent bool // the graph's launches were dependent launches (Options.Dependent)
 }
 
 // Measure times one benchmark case on dev.
 func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 	opt.defaults()
+	if opt.Dependent && opt.Graph <= 0 {
+		return Result{}, fmt.Errorf("bench: Options.Dependent needs Options.Graph: dependent launches overlap inside a graph")
+	}
 	sets := 1
 	if b.Bytes > 0 {
 		want := int64(dev.Props().L2Bytes) * int64(opt.L2Factor)
@@ -112,6 +121,9 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 	launch, per := func(i int) error { return insts[i%sets].Run(s) }, 1
 	if opt.Graph > 0 {
 		per = (opt.Graph + sets - 1) / sets * sets
+		if err := s.SetDependentLaunch(opt.Dependent); err != nil {
+			return Result{}, fmt.Errorf("bench: %w", err)
+		}
 		g, err := s.Capture(cuda.CaptureGlobal, func() error {
 			for i := range per {
 				if err := insts[i%sets].Run(s); err != nil {
@@ -120,6 +132,7 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 			}
 			return nil
 		})
+		s.SetDependentLaunch(false) // the graph keeps its dependent launches; the spin kernel needs none
 		if err != nil {
 			return Result{}, fmt.Errorf("bench: capturing %d launches into a CUDA graph: %w", per, err)
 		}
@@ -135,7 +148,7 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 	}
 	r := Result{MedianUS: median(times), MinUS: slices.Min(times), Sets: sets, Runs: opt.Runs}
 	if opt.Graph > 0 {
-		r.Graph = per
+		r.Graph, r.Dependent = per, opt.Dependent
 	}
 	if r.MedianUS > 0 {
 		r.GBs = float64(b.Bytes) / (r.MedianUS * 1e3)

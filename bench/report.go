@@ -287,6 +287,7 @@ too.`
 	methodL2Reset   = ` Before each case, ours and PyTorch's alike, L2's persisting lines are reset to normal priority (` + "`cuCtxResetPersistingL2Cache`" + `).`
 	methodNoL2Reset = ` These runs did not reset L2's persisting lines between cases.`
 	methodGraph     = ` Every case, ours and PyTorch's, ran inside a CUDA graph: at least %d launches, a whole number of rotations over the input sets, were captured into one graph, each timed run replayed it, and the time per launch is the replay's divided by their number. The GPU then starts each kernel as the one before it ends, as in a serving engine's decode graph, so small kernels take less than one timed alone.`
+	methodDependent = ` Our launches in those graphs were programmatic dependent launches: each kernel may start while the one before it runs, and waits for it on the GPU before it touches memory. torch.compile's kernels were compiled with Inductor's ` + "`triton.enable_pdl`" + `, which launches them the same way; eager PyTorch's kernels have no such option.`
 	methodRepeated  = `Cases measured in several runs (` + "`kittens report`" + ` merging runs that repeat them) show the median
 of the runs for every time, ours and PyTorch's alike, and the percentages and ratios are of those medians;
 "vs compile, each run" is the range of each run's own ratio, with the number of runs. Each run starts
@@ -329,6 +330,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 		if r.Env.Graph > 0 {
 			b.WriteString(fmt.Sprintf(methodGraph, r.Env.Graph))
+			if r.Env.Dependent {
+				b.WriteString(methodDependent)
+			}
 		}
 	}
 	if r.repeated() {
@@ -440,8 +444,9 @@ func Merge(reps ...*Report) (*Report, error) {
 			return nil, fmt.Errorf("bench: cannot merge runs on %q (driver %s) and %q (driver %s)",
 				out.Env.Device, out.Env.Driver, r.Env.Device, r.Env.Driver)
 		}
-		if r.Env.Graph != out.Env.Graph {
-			return nil, fmt.Errorf("bench: cannot merge runs timed in CUDA graphs of %d and of %d launches (0: none)", out.Env.Graph, r.Env.Graph)
+		if r.Env.Graph != out.Env.Graph || r.Env.Dependent != out.Env.Dependent {
+			return nil, fmt.Errorf("bench: cannot merge runs timed in CUDA graphs of %d and of %d launches (0: none), dependent launches %v and %v",
+				out.Env.Graph, r.Env.Graph, out.Env.Dependent, r.Env.Dependent)
 		}
 		if r.Env.CopyGBs > out.Env.CopyGBs {
 			out.Env.CopyGBs = r.Env.CopyGBs

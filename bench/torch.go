@@ -37,6 +37,10 @@ type TorchRequest struct {
 	Sets      int            `json:"sets,omitempty"`  // input sets to rotate (the Result.Sets of our run); 0: one
 	Runs      int            `json:"runs,omitempty"`  // timed launches; 0: the script's default, 100
 	Graph     int            `json:"graph,omitempty"` // calls per CUDA graph replay (the Result.Graph of our run); 0: no graph
+	// PDL: our launches in those graphs were dependent launches
+	// (Result.Dependent); torch.compile's kernels are then compiled with
+	// Inductor's triton.enable_pdl.
+	PDL bool `json:"pdl,omitempty"`
 }
 
 // TorchResult is PyTorch's time for one case, in µs. CompileUS is zero when
@@ -56,7 +60,7 @@ func TorchRequestFor(id string, b registry.Bench, r Result) (TorchRequest, bool)
 	if b.Torch == nil || r.Sets < 1 || r.Runs < 1 {
 		return TorchRequest{}, false
 	}
-	return TorchRequest{ID: id, Op: b.Torch.Op, Args: b.Torch.Args, Sets: r.Sets, Runs: r.Runs, Graph: r.Graph}, true
+	return TorchRequest{ID: id, Op: b.Torch.Op, Args: b.Torch.Args, Sets: r.Sets, Runs: r.Runs, Graph: r.Graph, PDL: r.Dependent}, true
 }
 
 // TorchScript returns the Python program Torch runs: the harness

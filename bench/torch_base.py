@@ -13,7 +13,11 @@
 # median (of an even count the upper of the middle two, as median in
 # bench/timing.go takes it). With "graph" in a case, as with kittens bench
 # -graph, that many calls are captured into one CUDA graph and each timed
-# run replays it (time_us_graph). It prints one JSON object per case on stdout.
+# run replays it (time_us_graph); with "pdl" as well (kittens bench -pdl, our
+# kernels captured as programmatic dependent launches), torch.compile's
+# Triton kernels are compiled with Inductor's triton.enable_pdl, so that
+# they may overlap in the graph as ours do (compile_options). It prints one
+# JSON object per case on stdout.
 #
 # Before each timing, L2's persisting lines are reset to normal priority, as
 # bench.Measure resets them before each of our cases: torch.compile's
@@ -41,6 +45,7 @@
 # save it either: each run's choice is its own, so that the median of
 # several runs (kittens report) is over independent choices, not one
 # choice reused from the first run's cache.
+import contextlib
 import ctypes
 import json
 import math
@@ -200,12 +205,24 @@ def time_us_graph(fn, input_sets, runs, per):
     return time_us(lambda: g.replay(), [()], runs) / per
 
 
+def compile_options(c):
+    """The Inductor settings a case's torch.compile runs under: PDL launches
+    where the case asks for them (a PyTorch whose Inductor lacks the option
+    fails the case rather than time it without)."""
+    if not c.get("pdl"):
+        return contextlib.nullcontext()
+    if not hasattr(torch._inductor.config.triton, "enable_pdl"):
+        raise RuntimeError("this PyTorch's Inductor has no triton.enable_pdl for dependent launches")
+    return torch._inductor.config.patch({"triton.enable_pdl": True})
+
+
 def warm_one(c):
     """Compile one case in a worker process; errors surface in the timing pass."""
     try:
         torch._inductor.config.autotune_local_cache = False
         fn, inputs = BUILDERS[c["op"]](c["args"])
-        torch.compile(fn, dynamic=False)(*inputs)
+        with compile_options(c):
+            torch.compile(fn, dynamic=False)(*inputs)
         torch.cuda.synchronize()
     except Exception:
         pass
@@ -251,7 +268,8 @@ def main():
                 # from then on: start each case from an empty cache.
                 torch._dynamo.reset()
                 cfn = torch.compile(fn, dynamic=False)
-                out["compile_us"] = timer(cfn, sets, runs)
+                with compile_options(c):
+                    out["compile_us"] = timer(cfn, sets, runs)
         except Exception as e:  # report, keep going
             out["error"] = f"{type(e).__name__}: {e}"
             traceback.print_exc(file=sys.stderr)

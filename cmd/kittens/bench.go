@@ -22,6 +22,7 @@ func (c *cli) bench(args []string) int {
 	jsonPath := fs.String("json", "", "also write every number as JSON to this file")
 	runs := fs.Int("runs", 0, "timed launches per case (default 200; 3 host runs on the CPU path)")
 	graph := fs.Int("graph", 0, "time launches inside CUDA graphs of this many, as serving engines run decode (0: one launch at a time)")
+	dependent := fs.Bool("pdl", false, "with -graph: capture our kernels as programmatic dependent launches (PDL; compute capability 9.0+)")
 	if !c.parse(fs, args) {
 		return exitUsage
 	}
@@ -31,6 +32,10 @@ func (c *cli) bench(args []string) int {
 	}
 	if *graph < 0 {
 		fmt.Fprintf(c.stderr, "kittens bench: -graph %d: it must be ≥ 1 (or 0 for none)\n", *graph)
+		return exitUsage
+	}
+	if *dependent && *graph == 0 {
+		fmt.Fprintln(c.stderr, "kittens bench: -pdl needs -graph: dependent launches overlap inside a graph")
 		return exitUsage
 	}
 	if *vs != "" && *vs != "torch" {
@@ -43,7 +48,11 @@ func (c *cli) bench(args []string) int {
 	}
 	rep := &bench.Report{Env: bench.Describe(dev)}
 	if dev != nil {
-		rep.Env.Graph = *graph
+		rep.Env.Graph, rep.Env.Dependent = *graph, *dependent
+		if p := dev.Props(); *dependent && p.Major < 9 {
+			fmt.Fprintf(c.stderr, "kittens bench: -pdl: %s is compute capability %d.%d; dependent launches need 9.0\n", p.Name, p.Major, p.Minor)
+			return exitUsage
+		}
 	}
 	status := exitOK
 	if dev == nil {
@@ -59,7 +68,7 @@ func (c *cli) bench(args []string) int {
 		}
 		rep.Env.CopyGBs = gbs
 		var copied bool
-		if rep.Entries, copied = benchDevice(dev, ops, bench.Options{Runs: *runs, Graph: *graph}, c.stderr); !copied {
+		if rep.Entries, copied = benchDevice(dev, ops, bench.Options{Runs: *runs, Graph: *graph, Dependent: *dependent}, c.stderr); !copied {
 			status = exitFail
 		}
 		if *vs == "torch" && compareTorch(ops, rep.Entries, c.stderr) != nil {
