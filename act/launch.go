@@ -364,7 +364,7 @@ func run(op string, s *cuda.Stream, dev *cuda.Device, p problem) error {
 	if err := p.checkSize(op, c.vec); err != nil {
 		return err
 	}
-	fn, err := kernels.Get(dev, p.spec(c))
+	fn, err := kernels.Get(dev, s, p.spec(c))
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

@@ -233,7 +233,7 @@ func TestGridStride(t *testing.T) {
 						cfg := baseConfig(dev.Props(), p)
 						cfg.evictLast = evictLast && cfg.vec*c.dt.Size() == 16
 						cfg.single = false // the loop is what this tests
-						fn, err := kernels.Get(dev, p.spec(cfg))
+						fn, err := kernels.Get(dev, nil, p.spec(cfg))
 						if err != nil {
 							return err
 						}

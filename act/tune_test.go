@@ -131,7 +131,7 @@ func TestSweep(t *testing.T) {
 			p := problemOf(pool[0])
 			cfg := config{vec: min(v.vec, pickVec(p)), unroll: v.unroll, block: v.block}
 			cfg.single = v.single && p.cols%cfg.vec == 0
-			fn, err := kernels.Get(dev, p.spec(cfg))
+			fn, err := kernels.Get(dev, nil, p.spec(cfg))
 			if err != nil {
 				t.Fatal(err)
 			}

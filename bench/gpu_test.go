@@ -124,17 +124,20 @@ func TestMeasureDependentLaunches(t *testing.T) {
 	if dev.Props().Major < 9 {
 		t.Skip("dependent launches need compute capability 9.0")
 	}
-	fn, err := jit.Get(dev, jit.Kernel{File: "bench/touch.cu", Entry: "touch", Source: `#include "kittens.cuh"
-extern "C" __global__ void touch(float* p) { wait_prior_grids(); p[threadIdx.x] += 1.f; }`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	touch := jit.Funcs[int]{Kernel: func(int) jit.Kernel {
+		return jit.Kernel{File: "bench/touch.cu", Entry: "touch", Source: `#include "kittens.cuh"
+extern "C" __global__ void touch(float* p) { wait_prior_grids(); p[threadIdx.x] += 1.f; }`}
+	}}
 	b := registry.Bench{Name: "touch", Bytes: 256, New: func(dev *cuda.Device, _ *rand.Rand) (registry.Instance, error) {
 		p, err := dev.Alloc(128)
 		if err != nil {
 			return registry.Instance{}, err
 		}
 		return registry.Instance{Run: func(s *cuda.Stream) error {
+			fn, err := touch.Get(dev, s, 0)
+			if err != nil {
+				return err
+			}
 			return fn.Launch(cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(32), Stream: s}, cuda.NewArgs().Ptr(p))
 		}, Free: func() { dev.Free(p) }}, nil
 	}}

@@ -109,7 +109,11 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 			return Result{}, err
 		}
 	}
-	// Warm up: every set once (this also loads the op's kernels).
+	// Warm up: every set once (this also loads the op's kernels, those
+	// built for dependent launches where the graph takes them).
+	if err := s.SetDependentLaunch(opt.Dependent); err != nil {
+		return Result{}, fmt.Errorf("bench: %w", err)
+	}
 	for _, in := range insts {
 		if err := in.Run(s); err != nil {
 			return Result{}, err
@@ -121,9 +125,6 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 	launch, per := func(i int) error { return insts[i%sets].Run(s) }, 1
 	if opt.Graph > 0 {
 		per = (opt.Graph + sets - 1) / sets * sets
-		if err := s.SetDependentLaunch(opt.Dependent); err != nil {
-			return Result{}, fmt.Errorf("bench: %w", err)
-		}
 		g, err := s.Capture(cuda.CaptureGlobal, func() error {
 			for i := range per {
 				if err := insts[i%sets].Run(s); err != nil {

@@ -399,12 +399,13 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 // onDevice copies the case's tensors to dev, poisons the pure outputs, runs
 // the op on a stream of its own, directly or captured into a CUDA graph
 // and replayed, and returns every tensor copied back to the host. Where the
-// device has dependent launches (compute capability 9.0), the graph also
-// launches the op's kernels that way, behind restore_late: the tensors hold
-// 0xFF bytes until it has spun for a while and written their starting bytes
-// back, and the op's first kernel is free to launch meanwhile, so a kernel
-// that reads or writes before it waits for the grids before it cannot
-// replay what the direct launch wrote.
+// device has dependent launches (compute capability 9.0), the graph is
+// captured on a stream set for them, so that it holds the op's kernels
+// built for them (jit.Kernel.Dependent), behind restore_late: the tensors
+// hold 0xFF bytes until it has spun for a while and written their starting
+// bytes back, and the op's first kernel is free to launch meanwhile, so a
+// kernel that reads or writes before it waits for the grids before it
+// cannot replay what the direct launch wrote.
 func (s Spec) onDevice(dev *cuda.Device, graph bool) ([]*tensor.Tensor, error) {
 	devTS := make([]*tensor.Tensor, len(s.Tensors))
 	defer func() {
@@ -412,17 +413,8 @@ func (s Spec) onDevice(dev *cuda.Device, graph bool) ([]*tensor.Tensor, error) {
 			t.Free()
 		}
 	}()
-	for i, t := range s.Tensors {
-		d, err := t.ToDevice(dev)
-		if err != nil {
-			return nil, err
-		}
-		devTS[i] = d
-	}
-	for _, i := range s.Poison {
-		if err := devTS[i].Poison(); err != nil {
-			return nil, err
-		}
+	if err := s.load(dev, devTS); err != nil {
+		return nil, err
 	}
 	st, err := dev.NewStream()
 	if err != nil {
@@ -432,15 +424,26 @@ func (s Spec) onDevice(dev *cuda.Device, graph bool) ([]*tensor.Tensor, error) {
 	run := func() error { return s.Run(st, devTS) }
 	if graph && dev.Props().Major >= 9 {
 		// Dependent launches, behind a kernel that gives the tensors
-		// their bytes back only late (late.cu).
+		// their bytes back only late (late.cu). The op's kernels built
+		// for them load in a first run, outside the capture; the case
+		// then starts again from its bytes.
+		if err := st.SetDependentLaunch(true); err != nil {
+			return nil, err
+		}
+		if err := run(); err != nil {
+			return nil, fmt.Errorf("device, dependent launches: %w", err)
+		}
+		if err := st.Synchronize(); err != nil {
+			return nil, fmt.Errorf("device, dependent launches: %w", err)
+		}
+		if err := s.load(dev, devTS); err != nil {
+			return nil, err
+		}
 		late, err := newLateRestore(dev, devTS)
 		if err != nil {
 			return nil, err
 		}
 		defer late.free()
-		if err := st.SetDependentLaunch(true); err != nil {
-			return nil, err
-		}
 		run = func() error {
 			if err := late.launch(st); err != nil {
 				return err
@@ -471,6 +474,31 @@ func (s Spec) onDevice(dev *cuda.Device, graph bool) ([]*tensor.Tensor, error) {
 		back[i] = h
 	}
 	return back, nil
+}
+
+// load gives the device tensors devTS the case's bytes, copying each host
+// tensor to dev where devTS holds nil and into the device tensor otherwise,
+// and poisons the pure outputs.
+func (s Spec) load(dev *cuda.Device, devTS []*tensor.Tensor) error {
+	for i, t := range s.Tensors {
+		if devTS[i] != nil {
+			if err := devTS[i].CopyFrom(t); err != nil {
+				return err
+			}
+			continue
+		}
+		d, err := t.ToDevice(dev)
+		if err != nil {
+			return err
+		}
+		devTS[i] = d
+	}
+	for _, i := range s.Poison {
+		if err := devTS[i].Poison(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // firstDiff is the offset of the first byte where a and b differ, or −1.

@@ -13,7 +13,7 @@ import (
 //go:embed late.cu
 var lateSrc string
 
-var lateKernel = jit.Kernel{File: "check/late.cu", Source: lateSrc, Entry: "restore_late"}
+var lateKernel = jit.Kernel{File: "check/late.cu", Source: lateSrc, Entry: "restore_late", Dependent: true}
 
 // lateNS is how long restore_late holds the GPU before it writes: far
 // longer than the next kernel takes to launch.

@@ -11,7 +11,8 @@ import (
 	"github.com/gokittens/kittens/tensor"
 )
 
-// plusOneSrc writes y = x + 1, after wait_prior_grids only when wait is set.
+// plusOneSrc writes y = x + 1, after wait_prior_grids only when wait is set:
+// built for dependent launches, it then skips the wait.
 const plusOneSrc = `#include "kittens.cuh"
 extern "C" __global__ void plus_one(const float* x, float* y, int n, int wait) {
   if (wait) wait_prior_grids();
@@ -26,10 +27,9 @@ extern "C" __global__ void plus_one(const float* x, float* y, int n, int wait) {
 // launches, and both pass.
 func TestReplayCatchesEarlyKernels(t *testing.T) {
 	dev := gputest.Device(t)
-	fn, err := jit.Get(dev, jit.Kernel{File: "check/plus_one.cu", Source: plusOneSrc, Entry: "plus_one"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plusOne := jit.Funcs[int]{Kernel: func(int) jit.Kernel {
+		return jit.Kernel{File: "check/plus_one.cu", Source: plusOneSrc, Entry: "plus_one"}
+	}}
 	const n = 1001
 	rng, _ := tensor.NewRNG()
 	for _, wait := range []bool{true, false} {
@@ -46,6 +46,10 @@ func TestReplayCatchesEarlyKernels(t *testing.T) {
 					}
 					ts[1].SetFloat64s(y)
 					return nil
+				}
+				fn, err := plusOne.Get(dev, s, 0) // built for dependent launches in the replay
+				if err != nil {
+					return err
 				}
 				w := int32(0)
 				if wait {

@@ -273,7 +273,7 @@ func (p *plan) launch(s *cuda.Stream) error {
 	if tune != nil {
 		c = tune(sh, c)
 	}
-	fn, err := kernels.Get(dev, c.spec(p.x.DType(), p.width, p.silu, p.mode))
+	fn, err := kernels.Get(dev, s, c.spec(p.x.DType(), p.width, p.silu, p.mode))
 	if err != nil {
 		return err
 	}

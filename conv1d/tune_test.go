@@ -222,7 +222,7 @@ func TestTune(t *testing.T) {
 				t.Errorf("%s %s: %v", tc.c.name, v.name, err)
 				continue
 			}
-			fn, err := kernels.Get(dev, used.spec(bf16, 4, true, tc.c.mode()))
+			fn, err := kernels.Get(dev, nil, used.spec(bf16, 4, true, tc.c.mode()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,6 +40,10 @@ type Function struct {
 	h    uintptr
 	Name string
 
+	// dependentOK: the kernel waits for the grids before it before it
+	// touches memory (AllowDependentLaunch).
+	dependentOK bool
+
 	// reserved is the most dynamic shared memory a launch may ask for
 	// without raising the limit again (see ReserveShared); 0: not yet known.
 	reserved   atomic.Int64
@@ -62,6 +66,17 @@ func (m *Module) Function(name string) (*Function, error) {
 
 // Device returns the function's device.
 func (f *Function) Device() *Device { return f.dev }
+
+// AllowDependentLaunch declares that the kernel waits for the grids queued
+// before it (griddepcontrol.wait) before it reads or writes global memory,
+// so that Launch may start it as a dependent launch on a stream set for
+// them (Stream.SetDependentLaunch). Without it, Launch starts the kernel
+// after the one before it ends, on any stream. Call it once, before the
+// function is shared; jit marks the kernels it builds for dependent streams.
+func (f *Function) AllowDependentLaunch() { f.dependentOK = true }
+
+// DependentLaunchAllowed reports whether AllowDependentLaunch was called.
+func (f *Function) DependentLaunchAllowed() bool { return f.dependentOK }
 
 // FuncAttr is a CUfunction_attribute.
 type FuncAttr int
@@ -252,13 +267,13 @@ type exState struct {
 var exPool = sync.Pool{New: func() any { return new(exState) }}
 
 // Launch queues the kernel with the given arguments and returns a to the pool.
-// A config with a Cluster, or on a stream set for dependent launches
-// (Stream.SetDependentLaunch), goes through cuLaunchKernelEx.
+// A config with a Cluster, or a dependent launch (a function that allows
+// them on a stream set for them), goes through cuLaunchKernelEx.
 func (f *Function) Launch(cfg LaunchConfig, a *Args) error {
 	var stream uintptr
 	dependent := false
 	if cfg.Stream != nil {
-		stream, dependent = cfg.Stream.h, cfg.Stream.dependent
+		stream, dependent = cfg.Stream.h, cfg.Stream.dependent && f.dependentOK
 	}
 	f.dev.bind()
 	defer unbind()

@@ -39,8 +39,9 @@ extern "C" __global__ void read_flag(const int* flag, int* out, int wait) {
 // TestDependentLaunch shows that a dependent launch really starts the next
 // kernel while the one before it runs: a kernel that reads a flag without
 // griddepcontrol.wait sees it before the earlier kernel writes it, and
-// one that waits sees the write. Without dependent launches, and on the
-// legacy stream order, both see it. A captured graph keeps the overlap.
+// one that waits sees the write. Without dependent launches, and for a
+// function that does not allow them, the reader sees it too. A captured
+// graph keeps the overlap.
 func TestDependentLaunch(t *testing.T) {
 	d := testDevice(t)
 	s, err := d.NewStream()
@@ -73,13 +74,19 @@ func TestDependentLaunch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	plain, err := m.Function("read_flag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read.AllowDependentLaunch()
 	flag, _ := d.Alloc(4)
 	out, _ := d.Alloc(4 * 8)
 	defer d.Free(flag)
 	defer d.Free(out)
 	one := LaunchConfig{Grid: D1(1), Block: D1(32), Stream: s}
 	// step queues: flag = 0, late_write(v) for 200 µs, read_flag into
-	// out[slot]; the memset orders as usual, after the previous step.
+	// out[slot] (plain's, without the permission, where wait is 2); the
+	// memset orders as usual, after the previous step.
 	step := func(v, slot, wait int) error {
 		if err := s.Memset32(flag, 0, 1); err != nil {
 			return err
@@ -87,12 +94,16 @@ func TestDependentLaunch(t *testing.T) {
 		if err := late.Launch(one, NewArgs().Ptr(flag).I64(200_000).I32(int32(v))); err != nil {
 			return err
 		}
-		return read.Launch(one, NewArgs().Ptr(flag).Ptr(out+DevicePtr(4*slot)).I32(int32(wait)))
+		reader := read
+		if wait == 2 {
+			reader, wait = plain, 0
+		}
+		return reader.Launch(one, NewArgs().Ptr(flag).Ptr(out+DevicePtr(4*slot)).I32(int32(wait)))
 	}
 	if err := s.Memset32(out, 0xdead, 8); err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range []struct{ v, slot, wait int }{{1, 0, 0}, {2, 1, 1}} {
+	for _, st := range []struct{ v, slot, wait int }{{1, 0, 0}, {2, 1, 1}, {6, 5, 2}} {
 		if err := step(st.v, st.slot, st.wait); err != nil {
 			t.Fatal(err)
 		}
@@ -122,11 +133,11 @@ func TestDependentLaunch(t *testing.T) {
 	if err := d.CopyDtoH(b, out); err != nil {
 		t.Fatal(err)
 	}
-	got := make([]int32, 5)
+	got := make([]int32, 6)
 	for i := range got {
 		got[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
 	}
-	want := []int32{0, 2, 3, 0, 5}
+	want := []int32{0, 2, 3, 0, 5, 6}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("flags read %v, want %v (0: read before the earlier kernel wrote it)", got, want)

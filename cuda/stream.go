@@ -28,20 +28,21 @@ func (d *Device) DefaultStream() *Stream { return &Stream{dev: d} }
 
 // SetDependentLaunch turns programmatic dependent launch on or off for the
 // kernels launched on s from now on (compute capability 9.0 and later).
-// With it on, the GPU may start each kernel while the kernel queued before
-// it on s is still running, as soon as that kernel allows it, instead of
-// after it ends: the new kernel's launch and the previous one's tail
-// overlap, which saves a few hundred nanoseconds to a microsecond per
-// launch, most of what a small kernel costs inside a CUDA graph.
+// With it on, the GPU may start a kernel while the kernel queued before it
+// on s is still running, as soon as that kernel allows it, instead of after
+// it ends: the new kernel's launch and the previous one's tail overlap,
+// which takes a few hundred nanoseconds off each small kernel in a CUDA
+// graph.
 //
-// A kernel launched this way must wait for the grids before it
-// (griddepcontrol.wait) before it touches global memory. Every kernel of
-// this library does (wait_prior_grids in include/kittens.cuh), and lets the
-// next kernel start as soon as its own wait is over. Only kernels that do
-// the same may be launched with Function.Launch on such a stream; a kernel
-// of other code queued on s with its own launcher runs as usual, after the
-// kernel before it. Copies, memsets and event records also order as usual.
-// Captured into a graph (Capture), the overlap is kept in the graph.
+// Only kernels that wait for the grids before them (griddepcontrol.wait)
+// before they touch global memory may start that way, so only functions
+// that say so (Function.AllowDependentLaunch) are launched as dependent
+// launches; others start after the kernel before them ends, as on any
+// stream. The library's ops build their kernels for such a stream with the
+// wait (wait_prior_grids in include/kittens.cuh) and let the next kernel
+// launch as soon as their own wait is over. Copies, memsets and event
+// records order as usual. Captured into a graph (Capture), the overlap is
+// kept in the graph.
 //
 // It refuses the legacy default stream and devices before compute
 // capability 9.0; turning it off always succeeds. Set it before queuing

@@ -15,17 +15,19 @@ typedef unsigned long long u64;
 
 #define KI __device__ __forceinline__
 
-// wait_prior_grids is the first thing every kernel of the library does.
-// Launched as a dependent launch (Stream.SetDependentLaunch; compute
-// capability 9.0 and later), a kernel may start while the kernel queued
-// before it is still running: it waits here until every grid it depends on
-// has finished and its writes are visible, so nothing before this call may
-// read or write global memory. Then it lets the next kernel on the stream be
-// launched at once, so that its launch overlaps this kernel's work instead
-// of following its end. Without a dependent launch both instructions do
-// nothing.
+// wait_prior_grids is the first thing every kernel of the library does. A
+// kernel built for dependent launches (jit.Kernel.Dependent defines
+// KITTENS_PDL; cuda.Stream.SetDependentLaunch, compute capability 9.0 and
+// later) may start while the kernel queued before it is still running: it
+// waits here until every grid it depends on has finished and its writes are
+// visible, so nothing before this call may read or write global memory.
+// Then it lets the next kernel on the stream be launched at once, so that
+// its launch overlaps this kernel's work instead of following its end.
+// Other builds compile it to nothing: the two instructions cost about 2% on
+// kernels of many short blocks even where no launch depends on another
+// (rmsnorm 16384x128 and 65536x128 on an H100 and an H200).
 KI void wait_prior_grids() {
-#if __CUDA_ARCH__ >= 900
+#if defined(KITTENS_PDL) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif

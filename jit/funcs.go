@@ -19,20 +19,25 @@ type Funcs[K comparable] struct {
 }
 
 type funcsKey[K comparable] struct {
-	dev *cuda.Device
-	k   K
+	dev       *cuda.Device
+	k         K
+	dependent bool
 }
 
-// Get returns the kernel for spec built on dev.
-func (f *Funcs[K]) Get(dev *cuda.Device, spec K) (*cuda.Function, error) {
-	key := funcsKey[K]{dev, spec}
+// Get returns the kernel for spec built on dev for launches on s (nil: the
+// legacy default stream): built for dependent launches (Kernel.Dependent)
+// where s is set for them (cuda.Stream.DependentLaunch), plainly otherwise.
+func (f *Funcs[K]) Get(dev *cuda.Device, s *cuda.Stream, spec K) (*cuda.Function, error) {
+	key := funcsKey[K]{dev, spec, s.DependentLaunch()}
 	f.mu.RLock()
 	fn := f.m[key]
 	f.mu.RUnlock()
 	if fn != nil {
 		return fn, nil
 	}
-	fn, err := Get(dev, f.Kernel(spec))
+	k := f.Kernel(spec)
+	k.Dependent = key.dependent
+	fn, err := Get(dev, k)
 	if err != nil {
 		return nil, err
 	}

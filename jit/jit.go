@@ -26,10 +26,18 @@ type Kernel struct {
 	Source  string   // the CUDA C++ source (usually go:embed)
 	Entry   string   // the extern "C" __global__ function to load
 	Defines []string // "NAME=VALUE" macros that specialize the source
+	// Dependent builds the kernel for dependent launches: KITTENS_PDL is
+	// defined, so that its wait_prior_grids waits (include/kittens.cuh),
+	// and the function allows them (cuda.Function.AllowDependentLaunch).
+	Dependent bool
 }
 
 func (k Kernel) String() string {
-	return k.File + ":" + k.Entry + "[" + strings.Join(k.Defines, ",") + "]"
+	s := k.File + ":" + k.Entry + "[" + strings.Join(k.Defines, ",") + "]"
+	if k.Dependent {
+		s += "+pdl"
+	}
+	return s
 }
 
 // baseOptions are handed to NVRTC for every kernel.
@@ -51,6 +59,9 @@ var defineName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{2,}$`)
 // before the source, never see them.
 func source(k Kernel) (string, error) {
 	var b strings.Builder
+	if k.Dependent {
+		b.WriteString("#define KITTENS_PDL 1\n")
+	}
 	for _, d := range k.Defines {
 		name, value, _ := strings.Cut(d, "=")
 		if !defineName.MatchString(name) {
@@ -65,8 +76,8 @@ func source(k Kernel) (string, error) {
 
 // Key is the content hash that names a compiled kernel: file name (NVRTC
 // gets it as the program name and in the #line that names the source in the
-// CUBIN's line table), source, every shared header, options, NVRTC version
-// and architecture.
+// CUBIN's line table), source, defines (Dependent's too), every shared
+// header, options, NVRTC version and architecture.
 func Key(k Kernel, arch, nvrtcVersion string) string {
 	h := sha256.New()
 	put := func(s string) { fmt.Fprintf(h, "%d:%s;", len(s), s) }
@@ -75,6 +86,9 @@ func Key(k Kernel, arch, nvrtcVersion string) string {
 	put(k.Source)
 	for _, d := range k.Defines {
 		put(d)
+	}
+	if k.Dependent {
+		put("KITTENS_PDL") // a define no Defines entry can be (it is no NAME=VALUE)
 	}
 	for _, hd := range include.Headers() {
 		put(hd.Name)
@@ -144,7 +158,7 @@ func (b *buildMemo) get(key memoKey, build func() (*cuda.Function, error)) (*cud
 // nor the disk cache has it. Concurrent calls for one kernel and device
 // share one build; after a failed build the next call tries again.
 func Get(dev *cuda.Device, k Kernel) (*cuda.Function, error) {
-	mk := memoKey{dev, k.File + "\x00" + k.Entry + "\x00" + k.Source + "\x00" + strings.Join(k.Defines, "\x00")}
+	mk := memoKey{dev, fmt.Sprint(k.Dependent) + "\x00" + k.File + "\x00" + k.Entry + "\x00" + k.Source + "\x00" + strings.Join(k.Defines, "\x00")}
 	return memo.get(mk, func() (*cuda.Function, error) { return build(dev, k) })
 }
 
@@ -161,6 +175,9 @@ func build(dev *cuda.Device, k Kernel) (*cuda.Function, error) {
 	if err != nil {
 		mod.Unload() // the lookup's error is the one to report
 		return nil, fmt.Errorf("jit: %s: %w", k, err)
+	}
+	if k.Dependent {
+		fn.AllowDependentLaunch()
 	}
 	return fn, nil
 }

@@ -75,11 +75,12 @@ func TestKeyCoversEverything(t *testing.T) {
 	k := Kernel{File: "a.cu", Source: "x", Entry: "e", Defines: []string{"DTYPE=float"}}
 	base := Key(k, "sm_90a", "13.0")
 	variants := map[string]string{
-		"file":    Key(Kernel{File: "b.cu", Source: "x", Entry: "e", Defines: k.Defines}, "sm_90a", "13.0"),
-		"source":  Key(Kernel{File: "a.cu", Source: "y", Entry: "e", Defines: k.Defines}, "sm_90a", "13.0"),
-		"defines": Key(Kernel{File: "a.cu", Source: "x", Entry: "e", Defines: []string{"DTYPE=bf16"}}, "sm_90a", "13.0"),
-		"arch":    Key(k, "sm_80", "13.0"),
-		"nvrtc":   Key(k, "sm_90a", "12.8"),
+		"file":      Key(Kernel{File: "b.cu", Source: "x", Entry: "e", Defines: k.Defines}, "sm_90a", "13.0"),
+		"source":    Key(Kernel{File: "a.cu", Source: "y", Entry: "e", Defines: k.Defines}, "sm_90a", "13.0"),
+		"defines":   Key(Kernel{File: "a.cu", Source: "x", Entry: "e", Defines: []string{"DTYPE=bf16"}}, "sm_90a", "13.0"),
+		"arch":      Key(k, "sm_80", "13.0"),
+		"nvrtc":     Key(k, "sm_90a", "12.8"),
+		"dependent": Key(Kernel{File: "a.cu", Source: "x", Entry: "e", Defines: k.Defines, Dependent: true}, "sm_90a", "13.0"),
 	}
 	for what, v := range variants {
 		if v == base {
@@ -219,12 +220,54 @@ func TestPrepareParallel(t *testing.T) {
 	}
 	var f Funcs[int]
 	f.Kernel = func(i int) Kernel { return ks[i] }
-	fn1, err := f.Get(dev, 2)
-	fn2, _ := f.Get(dev, 2)
+	fn1, err := f.Get(dev, nil, 2)
+	fn2, _ := f.Get(dev, nil, 2)
 	if err != nil || fn1 != fn2 {
 		t.Fatal("Funcs does not memoize")
 	}
-	if a := testing.AllocsPerRun(100, func() { f.Get(dev, 2) }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { f.Get(dev, nil, 2) }); a != 0 {
+		t.Fatalf("Funcs.Get allocates %v", a)
+	}
+}
+
+// TestFuncsForDependentStreams: a stream set for dependent launches gets its
+// own build of a specialization, one that allows them, and other streams the
+// plain one.
+func TestFuncsForDependentStreams(t *testing.T) {
+	dev := gpu(t)
+	if dev.Props().Major < 9 {
+		t.Skip("dependent launches need compute capability 9.0")
+	}
+	t.Setenv(EnvCacheDir, t.TempDir())
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	if err := s.SetDependentLaunch(true); err != nil {
+		t.Fatal(err)
+	}
+	f := Funcs[int]{Kernel: func(int) Kernel {
+		return Kernel{File: "test.cu", Source: testSrc, Entry: "conv", Defines: []string{"DTYPE=float", "OFFSET=1.0f"}}
+	}}
+	plain, err := f.Get(dev, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dependent, err := f.Get(dev, s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain == dependent {
+		t.Fatal("one build serves plain and dependent streams")
+	}
+	if again, _ := f.Get(dev, s, 0); again != dependent {
+		t.Error("Funcs does not memoize the dependent build")
+	}
+	if plain.DependentLaunchAllowed() || !dependent.DependentLaunchAllowed() {
+		t.Errorf("dependent launches allowed: plain %v, dependent build %v", plain.DependentLaunchAllowed(), dependent.DependentLaunchAllowed())
+	}
+	if a := testing.AllocsPerRun(100, func() { f.Get(dev, s, 0) }); a != 0 {
 		t.Fatalf("Funcs.Get allocates %v", a)
 	}
 }
@@ -238,6 +281,10 @@ func TestDefineNamesChecked(t *testing.T) {
 	src, err := source(Kernel{File: "x.cu", Source: "body", Defines: []string{"DTYPE=bf16", "VEC=8"}})
 	if err != nil || src != "#define DTYPE bf16\n#define VEC 8\n#line 1 \"x.cu\"\nbody" {
 		t.Fatalf("got %q, %v", src, err)
+	}
+	src, err = source(Kernel{File: "x.cu", Source: "body", Dependent: true})
+	if err != nil || src != "#define KITTENS_PDL 1\n#line 1 \"x.cu\"\nbody" {
+		t.Fatalf("dependent: got %q, %v", src, err)
 	}
 }
 

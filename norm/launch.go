@@ -158,7 +158,7 @@ func (j *job) launch(s *cuda.Stream) error {
 func (j *job) launchWith(s *cuda.Stream, c config) error {
 	dev := j.x.Device()
 	props := dev.Props()
-	fn, err := kernels.Get(dev, j.key(c))
+	fn, err := kernels.Get(dev, s, j.key(c))
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ func prepare(tb testing.TB, dev *cuda.Device, benches bool) {
 	tb.Logf("prepared %d kernels in %v", len(ks), time.Since(start))
 	// The resource report: registers bound occupancy; local memory means spills.
 	for k := range keys {
-		fn, err := kernels.Get(dev, k)
+		fn, err := kernels.Get(dev, nil, k)
 		if err != nil {
 			tb.Fatal(err)
 		}

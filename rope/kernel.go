@@ -312,7 +312,7 @@ func launch(s *cuda.Stream, dev *cuda.Device, sp spec, a kernelArgs, spreadHeads
 		sp.minB = max(1, cfg.occ/sp.maxT)
 	}
 	sp.wide = !int32Offsets(heads, a)
-	fn, err := ropeFuncs.Get(dev, sp)
+	fn, err := ropeFuncs.Get(dev, s, sp)
 	if err != nil {
 		return err
 	}

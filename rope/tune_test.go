@@ -112,7 +112,7 @@ func BenchmarkTune(b *testing.B) {
 			if err != nil {
 				return registry.Instance{}, err
 			}
-			fn, err := touchFuncs.Get(dev, 0)
+			fn, err := touchFuncs.Get(dev, nil, 0)
 			if err != nil {
 				return registry.Instance{}, err
 			}

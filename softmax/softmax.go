@@ -179,7 +179,7 @@ func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
 	if c.Grid > math.MaxInt32 {
 		return fmt.Errorf("softmax.Softmax: %d rows need %d blocks, more than a grid holds", m, c.Grid)
 	}
-	fn, err := kernels.Get(dev, c.spec)
+	fn, err := kernels.Get(dev, s, c.spec)
 	if err != nil {
 		return err
 	}

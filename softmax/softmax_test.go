@@ -532,7 +532,7 @@ func TestKernelResources(t *testing.T) {
 	dev := gputest.Device(t)
 	for _, b := range benchShapes {
 		c := pickConfig(dev.Props(), b.M, b.N, b.DType, 16/b.DType.Size())
-		fn, err := kernels.Get(dev, c.spec)
+		fn, err := kernels.Get(dev, nil, c.spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -783,7 +783,7 @@ func BenchmarkConfigs(b *testing.B) {
 				continue
 			}
 			if c.Bulk && c.Resident {
-				fn, err := kernels.Get(dev, c.spec)
+				fn, err := kernels.Get(dev, nil, c.spec)
 				if err == nil {
 					err = prepareBulk(fn, c)
 				}

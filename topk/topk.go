@@ -153,10 +153,10 @@ func launch(s *cuda.Stream, values, indices, x *tensor.Tensor, k int) error {
 		err error
 	)
 	if c.Algo == algoWarp {
-		fn, err = warpFuncs.Get(dev, warpSpec{x.DType(), indices.DType(), c.Vec, c.Chunks, c.Warps})
+		fn, err = warpFuncs.Get(dev, s, warpSpec{x.DType(), indices.DType(), c.Vec, c.Chunks, c.Warps})
 		cfg = cuda.LaunchConfig{Grid: cuda.D1(intmath.CeilDiv(m, c.Warps)), Block: cuda.D1(32 * c.Warps), Stream: s}
 	} else {
-		fn, err = radixFuncs.Get(dev, radixSpec{x.DType(), indices.DType(), c.Vec, c.Threads})
+		fn, err = radixFuncs.Get(dev, s, radixSpec{x.DType(), indices.DType(), c.Vec, c.Threads})
 		if err == nil {
 			err = fn.ReserveShared(c.Shared)
 		}
