@@ -56,6 +56,15 @@ func TestJSONRoundTripAndMerge(t *testing.T) {
 		!strings.Contains(md.String(), "ran inside a CUDA graph: at least 16 launches") {
 		t.Fatalf("markdown of a run in graphs: %v\n%s", err, md.String())
 	}
+	dependent := roundTrip(t, &Report{Env: Env{Device: "NVIDIA H200", Driver: "13.0", Graph: 16, Dependent: true}})
+	if _, err := Merge(inGraphs, dependent); err == nil {
+		t.Fatal("merged a run of dependent launches with one without")
+	}
+	md.Reset()
+	if err := dependent.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "ours as dependent launches") ||
+		!strings.Contains(md.String(), "triton.enable_pdl") {
+		t.Fatalf("markdown of a run of dependent launches: %v\n%s", err, md.String())
+	}
 	if _, err := ReadJSON(strings.NewReader("{")); err == nil {
 		t.Fatal("read a broken report")
 	}

@@ -101,6 +101,8 @@ func TestRun(t *testing.T) {
 				"but one benchmark case"}},
 		{name: "bad -vs", args: []string{"bench", "-vs", "jax"}, code: exitUsage, stderr: []string{`only "torch"`}},
 		{name: "negative -runs", args: []string{"bench", "-runs", "-7"}, code: exitUsage, stderr: []string{"-runs -7: it must be ≥ 1"}},
+		{name: "negative -graph", args: []string{"bench", "-graph", "-1"}, code: exitUsage, stderr: []string{"-graph -1: it must be ≥ 1"}},
+		{name: "-pdl without -graph", args: []string{"bench", "-pdl"}, code: exitUsage, stderr: []string{"-pdl needs -graph"}},
 		{name: "info", args: []string{"info"}, code: exitOK, stdout: []string{"driver", "nvrtc", "device", "jit cache"}},
 		{name: "list", args: []string{"list"}, code: exitOK,
 			stdout: []string{"family", "kittens-test  kittens-test-bad        1        0  always fails",
