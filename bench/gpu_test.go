@@ -121,7 +121,7 @@ func TestMeasureInGraphs(t *testing.T) {
 // time per launch must fall.
 func TestMeasureDependentLaunches(t *testing.T) {
 	dev := gputest.Device(t)
-	if dev.Props().Major < 9 {
+	if !dev.Props().DependentLaunch() {
 		t.Skip("dependent launches need compute capability 9.0")
 	}
 	touch := jit.Funcs[int]{Kernel: func(int) jit.Kernel {

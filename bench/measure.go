@@ -133,7 +133,6 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 			}
 			return nil
 		})
-		s.SetDependentLaunch(false) // the graph keeps its dependent launches; the spin kernel needs none
 		if err != nil {
 			return Result{}, fmt.Errorf("bench: capturing %d launches into a CUDA graph: %w", per, err)
 		}

@@ -422,7 +422,7 @@ func (s Spec) onDevice(dev *cuda.Device, graph bool) ([]*tensor.Tensor, error) {
 	}
 	defer st.Destroy()
 	run := func() error { return s.Run(st, devTS) }
-	if graph && dev.Props().Major >= 9 {
+	if graph && dev.Props().DependentLaunch() {
 		// Dependent launches, behind a kernel that gives the tensors
 		// their bytes back only late (late.cu). The op's kernels built
 		// for them load in a first run, outside the capture; the case

@@ -236,9 +236,12 @@ extern "C" __global__ void staticplus(float* out, int n) {
 }
 `
 
-func loadTestModule(t testing.TB, d *Device) *Module {
+func loadTestModule(t testing.TB, d *Device) *Module { return loadModule(t, d, "add1.cu", add1Src) }
+
+// loadModule compiles src (no includes) for d and loads it.
+func loadModule(t testing.TB, d *Device, name, src string) *Module {
 	t.Helper()
-	cubin, err := CompileCUBIN("add1.cu", add1Src, nil, []string{"-arch=" + d.Props().Arch()})
+	cubin, err := CompileCUBIN(name, src, nil, []string{"-arch=" + d.Props().Arch()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,10 @@ type Props struct {
 	MemClockKHz         int   //
 }
 
+// DependentLaunch reports whether the device has programmatic dependent
+// launches (Stream.SetDependentLaunch): compute capability 9.0 and later.
+func (p Props) DependentLaunch() bool { return p.Major >= 9 }
+
 // Arch is the NVRTC architecture name for the device. From compute
 // capability 9.0 (Hopper) on it is the architecture-specific target, sm_XYa
 // (sm_90a, sm_100a, sm_120a), which unlocks the instructions of that

@@ -49,7 +49,7 @@ func TestDependentLaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Destroy()
-	if err := s.SetDependentLaunch(true); d.Props().Major < 9 {
+	if err := s.SetDependentLaunch(true); !d.Props().DependentLaunch() {
 		if err == nil || !strings.Contains(err.Error(), "compute capability 9.0") {
 			t.Fatalf("compute capability %d.%d: got %v", d.Props().Major, d.Props().Minor, err)
 		}
@@ -57,14 +57,7 @@ func TestDependentLaunch(t *testing.T) {
 	} else if err != nil || !s.DependentLaunch() {
 		t.Fatalf("SetDependentLaunch: %v, on = %v", err, s.DependentLaunch())
 	}
-	cubin, err := CompileCUBIN("pdl.cu", pdlSrc, nil, []string{"-arch=" + d.Props().Arch()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := d.LoadModule(cubin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := loadModule(t, d, "pdl.cu", pdlSrc)
 	defer m.Unload()
 	late, err := m.Function("late_write")
 	if err != nil {

@@ -40,7 +40,8 @@ func (d *Device) DefaultStream() *Stream { return &Stream{dev: d} }
 // launches; others start after the kernel before them ends, as on any
 // stream. The library's ops build their kernels for such a stream with the
 // wait (wait_prior_grids in include/kittens.cuh) and let the next kernel
-// launch as soon as their own wait is over. Copies, memsets and event
+// launch as soon as their own wait is over (jit.Kernel.Dependent, which
+// needs NVRTC 12 or later). Copies, memsets and event
 // records order as usual. Captured into a graph (Capture), the overlap is
 // kept in the graph.
 //
@@ -57,7 +58,7 @@ func (s *Stream) SetDependentLaunch(on bool) error {
 	if s == nil || s.h == 0 {
 		return errors.New("cuda: dependent launches need a stream of NewStream, not the legacy default stream")
 	}
-	if p := s.dev.Props(); p.Major < 9 {
+	if p := s.dev.Props(); !p.DependentLaunch() {
 		return fmt.Errorf("cuda: dependent launches need compute capability 9.0 or later; %s is %d.%d", p.Name, p.Major, p.Minor)
 	}
 	s.dependent = true

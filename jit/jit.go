@@ -29,15 +29,21 @@ type Kernel struct {
 	// Dependent builds the kernel for dependent launches: KITTENS_PDL is
 	// defined, so that its wait_prior_grids waits (include/kittens.cuh),
 	// and the function allows them (cuda.Function.AllowDependentLaunch).
+	// It needs NVRTC 12 or later.
 	Dependent bool
 }
 
 func (k Kernel) String() string {
-	s := k.File + ":" + k.Entry + "[" + strings.Join(k.Defines, ",") + "]"
-	if k.Dependent {
-		s += "+pdl"
+	return k.File + ":" + k.Entry + "[" + strings.Join(k.defines(), ",") + "]"
+}
+
+// defines is Defines, behind KITTENS_PDL=1 for a Dependent kernel: what
+// the source, its keys and its name are made of.
+func (k Kernel) defines() []string {
+	if !k.Dependent {
+		return k.Defines
 	}
-	return s
+	return append([]string{"KITTENS_PDL=1"}, k.Defines...)
 }
 
 // baseOptions are handed to NVRTC for every kernel.
@@ -59,13 +65,13 @@ var defineName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{2,}$`)
 // before the source, never see them.
 func source(k Kernel) (string, error) {
 	var b strings.Builder
-	if k.Dependent {
-		b.WriteString("#define KITTENS_PDL 1\n")
-	}
-	for _, d := range k.Defines {
+	for i, d := range k.defines() {
 		name, value, _ := strings.Cut(d, "=")
 		if !defineName.MatchString(name) {
 			return "", fmt.Errorf("jit: %s: define %q: names must be 3+ capitals/digits/underscores (e.g. DTYPE, VEC)", k.File, name)
+		}
+		if name == "KITTENS_PDL" && (i > 0 || !k.Dependent) {
+			return "", fmt.Errorf("jit: %s: KITTENS_PDL is not a define to give: set Kernel.Dependent", k.File)
 		}
 		fmt.Fprintf(&b, "#define %s %s\n", name, value)
 	}
@@ -76,7 +82,7 @@ func source(k Kernel) (string, error) {
 
 // Key is the content hash that names a compiled kernel: file name (NVRTC
 // gets it as the program name and in the #line that names the source in the
-// CUBIN's line table), source, defines (Dependent's too), every shared
+// CUBIN's line table), source, defines (KITTENS_PDL too), every shared
 // header, options, NVRTC version and architecture.
 func Key(k Kernel, arch, nvrtcVersion string) string {
 	h := sha256.New()
@@ -84,11 +90,8 @@ func Key(k Kernel, arch, nvrtcVersion string) string {
 	put("kittens-jit-3")
 	put(k.File)
 	put(k.Source)
-	for _, d := range k.Defines {
+	for _, d := range k.defines() {
 		put(d)
-	}
-	if k.Dependent {
-		put("KITTENS_PDL") // a define no Defines entry can be (it is no NAME=VALUE)
 	}
 	for _, hd := range include.Headers() {
 		put(hd.Name)
@@ -158,7 +161,7 @@ func (b *buildMemo) get(key memoKey, build func() (*cuda.Function, error)) (*cud
 // nor the disk cache has it. Concurrent calls for one kernel and device
 // share one build; after a failed build the next call tries again.
 func Get(dev *cuda.Device, k Kernel) (*cuda.Function, error) {
-	mk := memoKey{dev, fmt.Sprint(k.Dependent) + "\x00" + k.File + "\x00" + k.Entry + "\x00" + k.Source + "\x00" + strings.Join(k.Defines, "\x00")}
+	mk := memoKey{dev, k.File + "\x00" + k.Entry + "\x00" + k.Source + "\x00" + strings.Join(k.defines(), "\x00")}
 	return memo.get(mk, func() (*cuda.Function, error) { return build(dev, k) })
 }
 
@@ -208,6 +211,11 @@ func cubinFor(arch string, k Kernel) ([]byte, error) {
 	ma, mi, err := cuda.NVRTCVersion()
 	if err != nil {
 		return nil, err
+	}
+	if k.Dependent && ma < 12 {
+		// NVRTC 11.8 accepts griddepcontrol for sm_90 but crashes the
+		// process compiling it (segmentation fault inside the library).
+		return nil, fmt.Errorf("jit: %s: builds for dependent launches need NVRTC 12 or later; this is NVRTC %d.%d", k, ma, mi)
 	}
 	key := Key(k, arch, fmt.Sprintf("%d.%d", ma, mi))
 	if b, ok := readCache(key); ok {

@@ -230,12 +230,28 @@ func TestPrepareParallel(t *testing.T) {
 	}
 }
 
+// TestDependentBuildNeedsNVRTC12: an NVRTC before 12 gets an error for a
+// build for dependent launches instead of compiling it (11.8 crashes the
+// process on griddepcontrol). Skipped without NVRTC, or with a newer one.
+func TestDependentBuildNeedsNVRTC12(t *testing.T) {
+	ma, _, err := cuda.NVRTCVersion()
+	if err != nil || ma >= 12 {
+		t.Skipf("NVRTC %d (%v): needs one before 12", ma, err)
+	}
+	t.Setenv(EnvCacheDir, t.TempDir())
+	k := Kernel{File: "x.cu", Entry: "k", Dependent: true, Source: `#include "kittens.cuh"
+extern "C" __global__ void k(float* p) { wait_prior_grids(); p[threadIdx.x] += 1.f; }`}
+	if _, err := Compile("sm_90", k); err == nil || !strings.Contains(err.Error(), "need NVRTC 12") {
+		t.Fatalf("got %v", err)
+	}
+}
+
 // TestFuncsForDependentStreams: a stream set for dependent launches gets its
 // own build of a specialization, one that allows them, and other streams the
 // plain one.
 func TestFuncsForDependentStreams(t *testing.T) {
 	dev := gpu(t)
-	if dev.Props().Major < 9 {
+	if !dev.Props().DependentLaunch() {
 		t.Skip("dependent launches need compute capability 9.0")
 	}
 	t.Setenv(EnvCacheDir, t.TempDir())
@@ -273,7 +289,7 @@ func TestFuncsForDependentStreams(t *testing.T) {
 }
 
 func TestDefineNamesChecked(t *testing.T) {
-	for _, bad := range []string{"T=float", "N=4", "vec=8", "Ab=1"} {
+	for _, bad := range []string{"T=float", "N=4", "vec=8", "Ab=1", "KITTENS_PDL=1"} {
 		if _, err := source(Kernel{File: "x.cu", Defines: []string{bad}}); err == nil {
 			t.Errorf("define %q accepted", bad)
 		}

@@ -49,7 +49,7 @@ func (c *cli) bench(args []string) int {
 	rep := &bench.Report{Env: bench.Describe(dev)}
 	if dev != nil {
 		rep.Env.Graph, rep.Env.Dependent = *graph, *dependent
-		if p := dev.Props(); *dependent && p.Major < 9 {
+		if p := dev.Props(); *dependent && !p.DependentLaunch() {
 			fmt.Fprintf(c.stderr, "kittens bench: -pdl: %s is compute capability %d.%d; dependent launches need 9.0\n", p.Name, p.Major, p.Minor)
 			return exitUsage
 		}
