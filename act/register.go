@@ -134,18 +134,18 @@ var dtypes = []tensor.DType{tensor.BF16, tensor.F16, tensor.F32}
 // parity builds the Check of one case: run calls the op on y and x, on the
 // host (a nil stream) or on the device (check.Spec.Run).
 func parity(c caseDef, dt tensor.DType, gated bool, run func(s *cuda.Stream, y, x *tensor.Tensor) error) registry.Check {
-	return registry.Check{Name: c.name + " " + dt.String(), Run: func(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
+	return registry.Check{Name: c.name + " " + dt.String(), Spec: func(rng *rand.Rand) (check.Spec, error) {
 		x, err := hostTensor(dt, c.shape, c.xs)
 		if err != nil {
-			return check.Report{}, err
+			return check.Spec{}, err
 		}
 		fill(x, rng, c.fill)
 		if c.inplace {
-			return check.Run(dev, check.Spec{
+			return check.Spec{
 				Tensors: []*tensor.Tensor{x}, Names: []string{"x"}, Outputs: []int{0},
 				Tol: map[int]check.Tolerance{0: tolerance(dt)},
 				Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return run(s, ts[0], ts[0]) },
-			})
+			}, nil
 		}
 		yShape := append([]int(nil), c.shape...)
 		if gated {
@@ -153,13 +153,13 @@ func parity(c caseDef, dt tensor.DType, gated bool, run func(s *cuda.Stream, y, 
 		}
 		y, err := hostTensor(dt, yShape, c.ys)
 		if err != nil {
-			return check.Report{}, err
+			return check.Spec{}, err
 		}
-		return check.Run(dev, check.Spec{
+		return check.Spec{
 			Tensors: []*tensor.Tensor{x, y}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
 			Tol: map[int]check.Tolerance{1: tolerance(dt)},
 			Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return run(s, ts[1], ts[0]) },
-		})
+		}, nil
 	}}
 }
 

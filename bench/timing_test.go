@@ -10,33 +10,44 @@ import (
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/tensor"
 )
 
+// hostCase is a parity case of one f32 output y that run fills on the host:
+// it counts its calls in *calls, and fails the test if it ever runs on a
+// device.
+func hostCase(t *testing.T, name string, calls *int, run func(y *tensor.Tensor) error) registry.Check {
+	return registry.Check{Name: name, Spec: func(*rand.Rand) (check.Spec, error) {
+		return check.Spec{
+			Tensors: []*tensor.Tensor{tensor.New(tensor.F32, 4)}, Names: []string{"y"}, Outputs: []int{0}, Poison: []int{0},
+			Run: func(s *cuda.Stream, ts []*tensor.Tensor) error {
+				if s != nil {
+					t.Error("MeasureHost passed a device stream")
+				}
+				*calls++
+				return run(ts[0])
+			},
+		}, nil
+	}}
+}
+
 func TestMeasureHost(t *testing.T) {
-	calls := 0
+	fill := func(y *tensor.Tensor) error { y.SetFloat64s([]float64{1, 2, 3, 4}); return nil }
 	for _, tc := range []struct {
 		name      string
 		runs      int
-		rep       check.Report
-		err       error
+		run       func(y *tensor.Tensor) error
 		wantRuns  int
 		wantError string
 	}{
-		{name: "default runs", rep: check.Report{Pass: true, CPUOnly: true}, wantRuns: hostRuns},
-		{name: "five runs", runs: 5, rep: check.Report{Pass: true, CPUOnly: true}, wantRuns: 5},
-		{name: "unwritten output", rep: check.Report{Name: "y", Unwritten: 3, CPUOnly: true}, wantError: "seed"},
-		{name: "host error", err: errors.New("bad shape"), wantError: "bad shape"},
+		{name: "default runs", run: fill, wantRuns: hostRuns},
+		{name: "five runs", runs: 5, run: fill, wantRuns: 5},
+		{name: "unwritten output", run: func(*tensor.Tensor) error { return nil }, wantError: "seed"},
+		{name: "host error", run: func(*tensor.Tensor) error { return errors.New("bad shape") }, wantError: "bad shape"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			calls = 0
-			c := registry.Check{Name: tc.name, Run: func(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
-				if dev != nil {
-					t.Error("MeasureHost passed a device")
-				}
-				calls++
-				return tc.rep, tc.err
-			}}
-			r, err := MeasureHost(c, tc.runs)
+			calls := 0
+			r, err := MeasureHost(hostCase(t, tc.name, &calls, tc.run), tc.runs)
 			if tc.wantError != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantError) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantError)
@@ -70,13 +81,13 @@ func TestMedian(t *testing.T) {
 // median is the slower one, not their mean.
 func TestMeasureHostMedian(t *testing.T) {
 	calls := 0
-	c := registry.Check{Name: "slow second", Run: func(*cuda.Device, *rand.Rand) (check.Report, error) {
-		calls++
+	c := hostCase(t, "slow second", &calls, func(y *tensor.Tensor) error {
 		if calls == 2 {
 			time.Sleep(20 * time.Millisecond)
 		}
-		return check.Report{Pass: true, CPUOnly: true}, nil
-	}}
+		y.SetFloat64s([]float64{1, 2, 3, 4})
+		return nil
+	})
 	r, err := MeasureHost(c, 2)
 	if err != nil {
 		t.Fatal(err)

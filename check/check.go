@@ -13,6 +13,7 @@
 package check
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -396,6 +397,69 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 	return r, nil
 }
 
+// Warm runs the case's device path the way Run starts it, on fresh device
+// copies of its tensors: the op once on a stream of its own and, where the
+// device has dependent launches, once more on a stream set for them. It
+// compares nothing and captures nothing, so it only makes the process load
+// every kernel the case uses (compiling what the disk cache lacks); Run
+// then finds them built. Several cases may warm at once from different
+// goroutines, which turns the compiles of a long list of cases into
+// parallel work; a Run, whose capture other goroutines' synchronizing calls
+// would break, must not overlap them. The error is the op's or the
+// driver's.
+func Warm(dev *cuda.Device, s Spec) error {
+	if dev == nil {
+		return errors.New("check.Warm: no device: only a device path has kernels to load")
+	}
+	return s.withDevice(dev, func(st *cuda.Stream, devTS []*tensor.Tensor) error {
+		if err := s.Run(st, devTS); err != nil {
+			return err
+		}
+		if err := st.Synchronize(); err != nil {
+			return err
+		}
+		if !dev.Props().DependentLaunch() {
+			return nil
+		}
+		return s.runDependent(st, devTS)
+	})
+}
+
+// withDevice copies the case's tensors to dev, poisons the pure outputs and
+// calls fn with them and a stream of its own; it frees both after.
+func (s Spec) withDevice(dev *cuda.Device, fn func(st *cuda.Stream, devTS []*tensor.Tensor) error) error {
+	devTS := make([]*tensor.Tensor, len(s.Tensors))
+	defer func() {
+		for _, t := range devTS {
+			t.Free()
+		}
+	}()
+	if err := s.load(dev, devTS); err != nil {
+		return err
+	}
+	st, err := dev.NewStream()
+	if err != nil {
+		return err
+	}
+	defer st.Destroy()
+	return fn(st, devTS)
+}
+
+// runDependent sets st for dependent launches and runs the op there once,
+// which loads its kernels built for them, and waits for it.
+func (s Spec) runDependent(st *cuda.Stream, devTS []*tensor.Tensor) error {
+	if err := st.SetDependentLaunch(true); err != nil {
+		return err
+	}
+	if err := s.Run(st, devTS); err != nil {
+		return fmt.Errorf("device, dependent launches: %w", err)
+	}
+	if err := st.Synchronize(); err != nil {
+		return fmt.Errorf("device, dependent launches: %w", err)
+	}
+	return nil
+}
+
 // onDevice copies the case's tensors to dev, poisons the pure outputs, runs
 // the op on a stream of its own, directly or captured into a CUDA graph
 // and replayed, and returns every tensor copied back to the host. Where the
@@ -407,73 +471,57 @@ func Run(dev *cuda.Device, s Spec) (Report, error) {
 // kernel that reads or writes before it waits for the grids before it
 // cannot replay what the direct launch wrote.
 func (s Spec) onDevice(dev *cuda.Device, graph bool) ([]*tensor.Tensor, error) {
-	devTS := make([]*tensor.Tensor, len(s.Tensors))
-	defer func() {
-		for _, t := range devTS {
-			t.Free()
-		}
-	}()
-	if err := s.load(dev, devTS); err != nil {
-		return nil, err
-	}
-	st, err := dev.NewStream()
-	if err != nil {
-		return nil, err
-	}
-	defer st.Destroy()
-	run := func() error { return s.Run(st, devTS) }
-	if graph && dev.Props().DependentLaunch() {
-		// Dependent launches, behind a kernel that gives the tensors
-		// their bytes back only late (late.cu). The op's kernels built
-		// for them load in a first run, outside the capture; the case
-		// then starts again from its bytes.
-		if err := st.SetDependentLaunch(true); err != nil {
-			return nil, err
-		}
-		if err := run(); err != nil {
-			return nil, fmt.Errorf("device, dependent launches: %w", err)
-		}
-		if err := st.Synchronize(); err != nil {
-			return nil, fmt.Errorf("device, dependent launches: %w", err)
-		}
-		if err := s.load(dev, devTS); err != nil {
-			return nil, err
-		}
-		late, err := newLateRestore(dev, devTS)
-		if err != nil {
-			return nil, err
-		}
-		defer late.free()
-		run = func() error {
-			if err := late.launch(st); err != nil {
+	var back []*tensor.Tensor
+	err := s.withDevice(dev, func(st *cuda.Stream, devTS []*tensor.Tensor) error {
+		run := func() error { return s.Run(st, devTS) }
+		if graph && dev.Props().DependentLaunch() {
+			// Dependent launches, behind a kernel that gives the tensors
+			// their bytes back only late (late.cu). The op's kernels built
+			// for them load in a first run, outside the capture; the case
+			// then starts again from its bytes.
+			if err := s.runDependent(st, devTS); err != nil {
 				return err
 			}
-			return s.Run(st, devTS)
+			if err := s.load(dev, devTS); err != nil {
+				return err
+			}
+			late, err := newLateRestore(dev, devTS)
+			if err != nil {
+				return err
+			}
+			defer late.free()
+			run = func() error {
+				if err := late.launch(st); err != nil {
+					return err
+				}
+				return s.Run(st, devTS)
+			}
 		}
-	}
-	if graph {
-		g, err := st.Capture(cuda.CaptureGlobal, run)
-		if err != nil {
-			return nil, fmt.Errorf("device, capturing a CUDA graph: %w", err)
+		if graph {
+			g, err := st.Capture(cuda.CaptureGlobal, run)
+			if err != nil {
+				return fmt.Errorf("device, capturing a CUDA graph: %w", err)
+			}
+			defer g.Destroy()
+			run = func() error { return g.Launch(st) }
 		}
-		defer g.Destroy()
-		run = func() error { return g.Launch(st) }
-	}
-	if err := run(); err != nil {
-		return nil, fmt.Errorf("device: %w", err)
-	}
-	if err := st.Synchronize(); err != nil {
-		return nil, fmt.Errorf("device: %w", err)
-	}
-	back := make([]*tensor.Tensor, len(devTS))
-	for i, d := range devTS {
-		h, err := d.ToHost()
-		if err != nil {
-			return nil, err
+		if err := run(); err != nil {
+			return fmt.Errorf("device: %w", err)
 		}
-		back[i] = h
-	}
-	return back, nil
+		if err := st.Synchronize(); err != nil {
+			return fmt.Errorf("device: %w", err)
+		}
+		back = make([]*tensor.Tensor, len(devTS))
+		for i, d := range devTS {
+			h, err := d.ToHost()
+			if err != nil {
+				return err
+			}
+			back[i] = h
+		}
+		return nil
+	})
+	return back, err
 }
 
 // load gives the device tensors devTS the case's bytes, copying each host

@@ -419,13 +419,13 @@ func tiledFill(rng *rand.Rand) func(*tensor.Tensor, float64) {
 }
 
 // check runs the case as a parity check on dev (nil: host only).
-func (c testCase) check(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
+func (c testCase) spec(rng *rand.Rand) (check.Spec, error) {
 	bd := c.build(rng, normalFill(rng))
 	tol := map[int]check.Tolerance{}
 	for _, i := range bd.exact {
 		tol[i] = check.Tolerance{}
 	}
-	return check.Run(dev, check.Spec{
+	return check.Spec{
 		Tensors: bd.ts, Names: bd.names, Outputs: bd.outputs, Marked: bd.marked, Tol: tol,
 		Run: func(s *cuda.Stream, ts []*tensor.Tensor) error {
 			capturing, err := s.Capturing()
@@ -434,7 +434,7 @@ func (c testCase) check(dev *cuda.Device, rng *rand.Rand) (check.Report, error) 
 			}
 			return bd.call(s, ts, Options{SiLU: c.silu, AssumeValidIndices: capturing})
 		},
-	})
+	}, nil
 }
 
 // bench makes the case a registry benchmark; the kernel runs with

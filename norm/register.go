@@ -333,8 +333,8 @@ func (d *opDef) checks() []registry.Check {
 			if c.zeroCentered && !d.weighted {
 				continue
 			}
-			out = append(out, registry.Check{Name: c.label(dt), Run: func(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
-				return check.Run(dev, d.spec(c, dt, rng))
+			out = append(out, registry.Check{Name: c.label(dt), Spec: func(rng *rand.Rand) (check.Spec, error) {
+				return d.spec(c, dt, rng), nil
 			}})
 		}
 	}

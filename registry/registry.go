@@ -7,11 +7,13 @@ package registry
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"sync"
 
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/tensor"
 )
 
 // Op is one registered kernel op.
@@ -23,14 +25,61 @@ type Op struct {
 	Benches []Bench
 }
 
-// Check is one parity case. Run draws fresh inputs from rng, runs the op on
-// dev and on the host (the CPU reference) and compares them. With a nil dev
-// it runs the host path alone and checks that it wrote every element of the
-// outputs it poisons first (check.Spec.Poison: the pure outputs, float or
-// integer; an output updated in place cannot be checked so).
+// Check is one parity case. Spec draws fresh inputs from rng and returns the
+// case: host tensors, which of them the op writes, and the op call (see
+// check.Spec); an error is a case that cannot be built.
 type Check struct {
 	Name string
-	Run  func(dev *cuda.Device, rng *rand.Rand) (check.Report, error)
+	Spec func(rng *rand.Rand) (check.Spec, error)
+}
+
+// Run draws the case from rng and runs it (check.Run): on dev and on the
+// host (the CPU reference), compared. With a nil dev it runs the host path
+// alone and checks that it wrote every element of the outputs it poisons
+// first (check.Spec.Poison: the pure outputs, float or integer; an output
+// updated in place cannot be checked so).
+func (c Check) Run(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
+	s, err := c.Spec(rng)
+	if err != nil {
+		return check.Report{}, err
+	}
+	return check.Run(dev, s)
+}
+
+// Warm draws the case from rng and runs its device path without comparing
+// or capturing anything (check.Warm), which loads every kernel it uses.
+func (c Check) Warm(dev *cuda.Device, rng *rand.Rand) error {
+	s, err := c.Spec(rng)
+	if err != nil {
+		return err
+	}
+	return check.Warm(dev, s)
+}
+
+// Warm runs Check.Warm for every case of checks on dev, as many at once as
+// the host has CPUs, and calls done (when not nil) after each, from the
+// goroutine that ran it. Building the kernels a list of cases uses is
+// mostly NVRTC's work on the host; done so in parallel, the cases then run
+// one by one (Check.Run, whose graph capture must run alone) without
+// waiting for a compile. A case that fails to warm is left to its Run to
+// report.
+func Warm(dev *cuda.Device, checks []Check, done func()) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.NumCPU())
+	for _, c := range checks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			rng, _ := tensor.NewRNG()
+			_ = c.Warm(dev, rng) // Run reports what fails
+			if done != nil {
+				done()
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Bench is one benchmark case.

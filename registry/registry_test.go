@@ -2,9 +2,15 @@ package registry
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 )
 
@@ -64,5 +70,32 @@ func TestPrepareRunsEachFamilyOnce(t *testing.T) {
 	err := Prepare(nil, []string{"zz_p1", "zz_p2", "zz_p1", "zz_none"})
 	if err == nil || calls["zz_p1"] != 1 || calls["zz_p2"] != 1 {
 		t.Fatalf("err %v, calls %v", err, calls)
+	}
+}
+
+// TestWarmRunsEveryCase: Warm draws every case once and calls done after
+// each, with some running at once; a case that cannot warm (here: no
+// device) is left for its Run to report.
+func TestWarmRunsEveryCase(t *testing.T) {
+	const n = 40
+	var drawn, running, most, done atomic.Int32
+	checks := make([]Check, n)
+	for i := range checks {
+		checks[i] = Check{Name: fmt.Sprint(i), Spec: func(*rand.Rand) (check.Spec, error) {
+			drawn.Add(1)
+			r := running.Add(1)
+			for m := most.Load(); r > m && !most.CompareAndSwap(m, r); m = most.Load() {
+			}
+			time.Sleep(2 * time.Millisecond)
+			running.Add(-1)
+			return check.Spec{}, errors.New("no case")
+		}}
+	}
+	Warm(nil, checks, func() { done.Add(1) })
+	if drawn.Load() != n || done.Load() != n {
+		t.Fatalf("%d cases drawn, done called %d times, want %d", drawn.Load(), done.Load(), n)
+	}
+	if runtime.NumCPU() > 1 && most.Load() < 2 {
+		t.Errorf("at most %d cases at once on %d CPUs", most.Load(), runtime.NumCPU())
 	}
 }

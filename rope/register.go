@@ -130,7 +130,7 @@ func stridedHeads(rng *rand.Rand, dt tensor.DType, t, h, d, gapT, gapH int) (*te
 func (c qkCase) check(dt, cdt tensor.DType) registry.Check {
 	return registry.Check{
 		Name: fmt.Sprintf("%s %v cache %v", c.name, dt, cdt),
-		Run: func(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
+		Spec: func(rng *rand.Rand) (check.Spec, error) {
 			o := Options{Style: c.style, RotaryDim: c.r}
 			r := o.rotaryDim(c.d)
 			posDT := c.pos
@@ -165,7 +165,7 @@ func (c qkCase) check(dt, cdt tensor.DType) registry.Check {
 			if c.hk == 0 {
 				s.Tensors, s.Names, s.Outputs = s.Tensors[:3], s.Names[:3], s.Outputs[:1]
 			}
-			return check.Run(dev, s)
+			return s, nil
 		},
 	}
 }
@@ -227,7 +227,7 @@ func stridedBHSD(dt tensor.DType, b, h, s, d int, gap bool, off int) *tensor.Ten
 func (c bhsdCase) check(dt, cdt tensor.DType) registry.Check {
 	return registry.Check{
 		Name: fmt.Sprintf("%s %v cache %v", c.name, dt, cdt),
-		Run: func(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
+		Spec: func(rng *rand.Rand) (check.Spec, error) {
 			o := Options{Style: c.style, RotaryDim: c.r}
 			r := o.rotaryDim(c.d)
 			x := stridedBHSD(dt, c.b, c.h, c.s, c.d, c.gap, 0)
@@ -252,7 +252,7 @@ func (c bhsdCase) check(dt, cdt tensor.DType) registry.Check {
 			if c.inPlace {
 				s.Tensors, s.Names, s.Outputs, s.Poison = s.Tensors[:3], s.Names[:3], []int{2}, nil
 			}
-			return check.Run(dev, s)
+			return s, nil
 		},
 	}
 }

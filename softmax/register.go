@@ -162,28 +162,28 @@ func largestFinite(dt tensor.DType) float64 {
 }
 
 // run draws fresh inputs and compares the device with the reference.
-func (c parityCase) run(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
+func (c parityCase) spec(rng *rand.Rand) (check.Spec, error) {
 	x, err := c.input(rng)
 	if err != nil {
-		return check.Report{}, err
+		return check.Spec{}, err
 	}
 	opt := Options{Scale: c.Scale}
 	if c.InPlace {
-		return check.Run(dev, check.Spec{
+		return check.Spec{
 			Tensors: []*tensor.Tensor{x}, Names: []string{"y=x"}, Outputs: []int{0},
 			Tol: map[int]check.Tolerance{0: tolerance(c.DType)},
 			Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return Softmax(s, ts[0], ts[0], opt) },
-		})
+		}, nil
 	}
 	y, err := tensor.NewStrided(c.DType, []int{c.M, c.N}, []int{max(c.Ldy, c.N), 1})
 	if err != nil {
-		return check.Report{}, err
+		return check.Spec{}, err
 	}
-	return check.Run(dev, check.Spec{
+	return check.Spec{
 		Tensors: []*tensor.Tensor{x, y}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
 		Tol: map[int]check.Tolerance{1: tolerance(c.DType)},
 		Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return Softmax(s, ts[1], ts[0], opt) },
-	})
+	}, nil
 }
 
 // benchShape is one benchmark case.
@@ -249,7 +249,7 @@ func init() {
 		Doc:    "y = softmax(x·scale) over the last dim of x [M, N]; bf16, f16, f32",
 	}
 	for _, c := range parityCases {
-		op.Checks = append(op.Checks, registry.Check{Name: c.String(), Run: c.run})
+		op.Checks = append(op.Checks, registry.Check{Name: c.String(), Spec: c.spec})
 	}
 	for _, b := range benchShapes {
 		op.Benches = append(op.Benches, b.bench())

@@ -62,7 +62,7 @@ func checks() []registry.Check {
 				it = tensor.I32
 			}
 			c := checkCase{s.m, s.n, s.k, s.stride, dt, it, i}
-			out = append(out, registry.Check{Name: c.name(), Run: c.run})
+			out = append(out, registry.Check{Name: c.name(), Spec: c.spec})
 		}
 	}
 	return out
@@ -78,19 +78,19 @@ func (c checkCase) name() string {
 
 // run compares values (exactly, and bit for bit through a byte copy) and
 // indices (exactly) with the reference.
-func (c checkCase) run(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
+func (c checkCase) spec(rng *rand.Rand) (check.Spec, error) {
 	stride := c.stride
 	if stride == 0 {
 		stride = c.n
 	}
 	x, err := tensor.NewStrided(c.dt, []int{c.m, c.n}, []int{stride, 1})
 	if err != nil {
-		return check.Report{}, err
+		return check.Spec{}, err
 	}
 	fillRows(rng, x, c.kind)
 	size := c.dt.Size()
 	ts := []*tensor.Tensor{x, tensor.New(c.dt, c.m, c.k), tensor.New(c.it, c.m, c.k), tensor.New(tensor.U8, c.m, c.k*size)}
-	return check.Run(dev, check.Spec{
+	return check.Spec{
 		Tensors: ts,
 		Names:   []string{"x", "values", "indices", "value bits"},
 		Outputs: []int{1, 2, 3},
@@ -106,7 +106,7 @@ func (c checkCase) run(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
 			}
 			return ts[3].CopyFromOn(s, bitsView)
 		},
-	})
+	}, nil
 }
 
 // rowKinds is the number of kinds fillRows cycles through.

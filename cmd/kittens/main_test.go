@@ -25,13 +25,13 @@ import (
 func init() {
 	copyCase := func(rows, cols int) registry.Check {
 		return registry.Check{Name: fmt.Sprintf("%dx%d f32", rows, cols),
-			Run: func(dev *cuda.Device, rng *rand.Rand) (check.Report, error) {
+			Spec: func(rng *rand.Rand) (check.Spec, error) {
 				x := tensor.Rand(rng, tensor.F32, 1, rows, cols)
-				return check.Run(dev, check.Spec{
+				return check.Spec{
 					Tensors: []*tensor.Tensor{x, tensor.New(tensor.F32, rows, cols)},
 					Names:   []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
 					Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return ts[1].CopyFromOn(s, ts[0]) },
-				})
+				}, nil
 			}}
 	}
 	registry.Register(&registry.Op{Name: "kittens-test-copy", Family: "kittens-test", Doc: "y = x (a test op)",
@@ -40,8 +40,8 @@ func init() {
 	registry.Register(&registry.Op{Name: "kittens-test-bench-only", Family: "kittens-test", Doc: "no parity case (a test op)",
 		Benches: []registry.Bench{{Name: "8x8 f32", Bytes: 2 * copyBytes, New: newCopy}}})
 	registry.Register(&registry.Op{Name: "kittens-test-bad", Family: "kittens-test", Doc: "always fails (a test op)",
-		Checks: []registry.Check{{Name: "broken", Run: func(*cuda.Device, *rand.Rand) (check.Report, error) {
-			return check.Report{}, errors.New("deliberately broken")
+		Checks: []registry.Check{{Name: "broken", Spec: func(*rand.Rand) (check.Spec, error) {
+			return check.Spec{}, errors.New("deliberately broken")
 		}}}})
 }
 

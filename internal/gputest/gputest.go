@@ -45,13 +45,22 @@ func Maybe(t testing.TB) *cuda.Device {
 // RunChecks runs every registered parity case of a family as a subtest: on
 // the GPU against the CPU reference when there is one, otherwise the host
 // path alone (every output must be written). Each case draws fresh inputs;
-// the seed is logged so a failure can be replayed.
+// the seed is logged so a failure can be replayed. On the GPU the cases
+// first warm up together (registry.Warm), which compiles their kernels in
+// parallel.
 func RunChecks(t *testing.T, family string) {
 	ops := registry.Family(family)
 	if len(ops) == 0 {
 		t.Fatalf("no ops registered for family %q", family)
 	}
 	dev := Maybe(t)
+	if dev != nil {
+		var checks []registry.Check
+		for _, op := range ops {
+			checks = append(checks, op.Checks...)
+		}
+		registry.Warm(dev, checks, nil)
+	}
 	for _, op := range ops {
 		for _, c := range op.Checks {
 			t.Run(op.Name+"/"+c.Name, func(t *testing.T) {
