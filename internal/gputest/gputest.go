@@ -4,7 +4,9 @@
 package gputest
 
 import (
+	"flag"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/gokittens/kittens/bench"
@@ -47,14 +49,15 @@ func Maybe(t testing.TB) *cuda.Device {
 // path alone (every output must be written). Each case draws fresh inputs;
 // the seed is logged so a failure can be replayed. On the GPU the cases
 // first warm up together (registry.Warm), which compiles their kernels in
-// parallel.
+// parallel, unless -test.run names subtests: a run narrowed to a few cases
+// compiles only theirs, as each runs.
 func RunChecks(t *testing.T, family string) {
 	ops := registry.Family(family)
 	if len(ops) == 0 {
 		t.Fatalf("no ops registered for family %q", family)
 	}
 	dev := Maybe(t)
-	if dev != nil {
+	if dev != nil && !subtestsNamed() {
 		var checks []registry.Check
 		for _, op := range ops {
 			checks = append(checks, op.Checks...)
@@ -76,6 +79,13 @@ func RunChecks(t *testing.T, family string) {
 			})
 		}
 	}
+}
+
+// subtestsNamed reports whether the test binary's -test.run pattern names
+// subtests (it holds a slash).
+func subtestsNamed() bool {
+	f := flag.Lookup("test.run")
+	return f != nil && strings.Contains(f.Value.String(), "/")
 }
 
 // RunBenches times every registered benchmark case of a family as a
