@@ -263,7 +263,6 @@ func flipped(prefix string, cs []caseDef) []caseDef {
 
 func init() {
 	registry.RegisterTorch("act", torchSrc)
-	registry.RegisterPrepare("act", Prepare)
 	registry.Register(unaryOp(KindSiLU, "y = x·σ(x)", true))
 	registry.Register(unaryOp(KindGELU, "y = ½·x·(1 + erf(x/√2)) (exact GELU)", false))
 	registry.Register(unaryOp(KindGELUTanh, "y = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))", true))

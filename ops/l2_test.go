@@ -37,9 +37,6 @@ func BenchmarkL2Leftovers(b *testing.B) {
 		b.Fatalf("no bench case %s %q", op, name)
 		return registry.Bench{}
 	}
-	if err := registry.Prepare(dev, []string{"act", "conv1d", "norm", "rope", "softmax"}); err != nil {
-		b.Fatal(err)
-	}
 	s, err := dev.NewStream()
 	if err != nil {
 		b.Fatal(err)

@@ -5,11 +5,14 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"sort"
 	"sync"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
@@ -64,20 +67,47 @@ func (c Check) Warm(dev *cuda.Device, rng *rand.Rand) error {
 // waiting for a compile. A case that fails to warm is left to its Run to
 // report.
 func Warm(dev *cuda.Device, checks []Check, done func()) {
+	fanOut(len(checks), func(int) int64 { return 0 }, 1, func(i int) {
+		rng, _ := tensor.NewRNG()
+		_ = checks[i].Warm(dev, rng) // Run reports what fails
+		if done != nil {
+			done()
+		}
+	})
+}
+
+// WarmBenches does for benchmark cases what Warm does for parity cases
+// (Bench.Warm, for launches on a stream set for dependent launches where
+// dependent is set), holding at once cases of at most a quarter of dev's
+// memory in all (a larger one alone), since each allocates a full set. A
+// case that fails to warm is left to its measurement to report.
+func WarmBenches(dev *cuda.Device, benches []Bench, dependent bool, done func()) {
+	fanOut(len(benches), func(i int) int64 { return benches[i].Bytes }, dev.Props().TotalMem/4, func(i int) {
+		rng, _ := tensor.NewRNG()
+		_ = benches[i].Warm(dev, rng, dependent)
+		if done != nil {
+			done()
+		}
+	})
+}
+
+// fanOut calls fn(i) for every i < n, as many at once as the host has CPUs
+// and as fit, by size(i), in budget together (one larger than budget runs
+// alone), and returns when all have.
+func fanOut(n int, size func(int) int64, budget int64, fn func(int)) {
+	budget = max(budget, 1)
+	mem := semaphore.NewWeighted(budget)
+	cpus := make(chan struct{}, runtime.NumCPU())
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.NumCPU())
-	for _, c := range checks {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			rng, _ := tensor.NewRNG()
-			_ = c.Warm(dev, rng) // Run reports what fails
-			if done != nil {
-				done()
-			}
-		}()
+	for i := range n {
+		w := min(max(size(i), 0), budget)
+		_ = mem.Acquire(context.Background(), w) // never fails: the context is never done
+		cpus <- struct{}{}
+		wg.Go(func() {
+			defer mem.Release(w)
+			defer func() { <-cpus }()
+			fn(i)
+		})
 	}
 	wg.Wait()
 }
@@ -102,6 +132,32 @@ type Instance struct {
 	Free func()
 }
 
+// Warm allocates one set of the case on dev, runs it once on a stream of
+// its own, set for dependent launches where dependent is (as
+// bench.Options.Dependent times it), and frees it: the process then holds
+// every kernel the case uses, compiled where the disk cache lacked it.
+func (b Bench) Warm(dev *cuda.Device, rng *rand.Rand, dependent bool) error {
+	in, err := b.New(dev, rng)
+	if err != nil {
+		return err
+	}
+	defer in.Free()
+	s, err := dev.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Destroy()
+	if dependent {
+		if err := s.SetDependentLaunch(true); err != nil {
+			return err
+		}
+	}
+	if err := in.Run(s); err != nil {
+		return err
+	}
+	return s.Synchronize()
+}
+
 // TorchCase names a builder of the Python benchmark script and its
 // arguments (JSON-encoded): the script builds the same inputs with PyTorch and
 // times eager and torch.compile versions of the op.
@@ -111,46 +167,10 @@ type TorchCase struct {
 }
 
 var (
-	mu       sync.Mutex
-	ops      = map[string]*Op{}
-	torch    = map[string]string{}
-	prepares = map[string]func(*cuda.Device) error{}
+	mu    sync.Mutex
+	ops   = map[string]*Op{}
+	torch = map[string]string{}
 )
-
-// RegisterPrepare adds a family's start-up hook: it compiles the kernels the
-// family uses most, in parallel (jit.Prepare), so that the CLI can build
-// every selected family's kernels at once instead of one case at a time.
-func RegisterPrepare(family string, fn func(*cuda.Device) error) {
-	mu.Lock()
-	defer mu.Unlock()
-	prepares[family] = fn
-}
-
-// Prepare runs the start-up hooks of the given families, concurrently, and
-// returns the first error. Families without a hook compile on first use.
-func Prepare(dev *cuda.Device, families []string) error {
-	mu.Lock()
-	var fns []func(*cuda.Device) error
-	seen := map[string]bool{}
-	for _, f := range families {
-		if fn := prepares[f]; fn != nil && !seen[f] {
-			seen[f] = true
-			fns = append(fns, fn)
-		}
-	}
-	mu.Unlock()
-	errs := make(chan error, len(fns))
-	for _, fn := range fns {
-		go func() { errs <- fn(dev) }()
-	}
-	var first error
-	for range fns {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
 
 // Register adds an op; a duplicate name is a programming error and panics.
 func Register(op *Op) {

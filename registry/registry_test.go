@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gokittens/kittens/check"
-	"github.com/gokittens/kittens/cuda"
 )
 
 func TestRegisterLookupFamily(t *testing.T) {
@@ -53,26 +53,6 @@ func TestTorchSnippetsSorted(t *testing.T) {
 	}
 }
 
-func TestPrepareRunsEachFamilyOnce(t *testing.T) {
-	calls := map[string]int{}
-	var mu sync.Mutex
-	for _, f := range []string{"zz_p1", "zz_p2"} {
-		RegisterPrepare(f, func(*cuda.Device) error {
-			mu.Lock()
-			calls[f]++
-			mu.Unlock()
-			if f == "zz_p2" {
-				return errors.New("boom")
-			}
-			return nil
-		})
-	}
-	err := Prepare(nil, []string{"zz_p1", "zz_p2", "zz_p1", "zz_none"})
-	if err == nil || calls["zz_p1"] != 1 || calls["zz_p2"] != 1 {
-		t.Fatalf("err %v, calls %v", err, calls)
-	}
-}
-
 // TestWarmRunsEveryCase: Warm draws every case once and calls done after
 // each, with some running at once; a case that cannot warm (here: no
 // device) is left for its Run to report.
@@ -97,5 +77,30 @@ func TestWarmRunsEveryCase(t *testing.T) {
 	}
 	if runtime.NumCPU() > 1 && most.Load() < 2 {
 		t.Errorf("at most %d cases at once on %d CPUs", most.Load(), runtime.NumCPU())
+	}
+}
+
+// TestFanOutBudget: fanOut never holds more than its budget of sizes at
+// once, yet runs a case larger than the budget (alone), and runs them all.
+func TestFanOutBudget(t *testing.T) {
+	sizes := []int64{6, 5, 4, 20, 3, 2, 7, 1, 0, 9}
+	const budget = 10
+	var mu sync.Mutex
+	var held, most int64
+	ran := make([]bool, len(sizes))
+	fanOut(len(sizes), func(i int) int64 { return sizes[i] }, budget, func(i int) {
+		w := min(sizes[i], budget)
+		mu.Lock()
+		held += w
+		most = max(most, held)
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		held -= w
+		ran[i] = true
+		mu.Unlock()
+	})
+	if most > budget || slices.Contains(ran, false) {
+		t.Fatalf("at most %d held at once (budget %d), ran %v", most, budget, ran)
 	}
 }

@@ -88,7 +88,8 @@ func (c *cli) bench(args []string) int {
 // its own size: below it both are mostly launch latency.
 const sameCopyMin = 16 << 20
 
-// benchDevice measures every benchmark case of ops on dev, and for cases of
+// benchDevice measures every benchmark case of ops on dev, after warming
+// them all together (warmCases), and for cases of
 // sameCopyMin bytes or more, unless they run in CUDA graphs, a copy that
 // moves as many bytes (once per size
 // that copy rounds to, bench.CopyBytes). copied is false when such a copy
@@ -97,6 +98,9 @@ const sameCopyMin = 16 << 20
 func benchDevice(dev *cuda.Device, ops []*registry.Op, opt bench.Options, stderr io.Writer) (out []bench.Entry, copied bool) {
 	copied = true
 	copies := map[int64]float64{}
+	warmCases(ops, benchesOf, stderr, func(bs []registry.Bench, done func()) {
+		registry.WarmBenches(dev, bs, opt.Dependent, done)
+	})
 	eachCase(ops, benchesOf, benchName, stderr, func(op *registry.Op, b registry.Bench) {
 		r, err := bench.Measure(dev, b, opt)
 		e := entry(op, b.Name, r, err)

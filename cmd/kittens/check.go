@@ -4,13 +4,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
@@ -78,10 +75,10 @@ func errCell(v float64, compared bool) string {
 
 // runChecks runs every parity case of ops on dev (nil: the host path), each
 // with fresh inputs from its own seed. On a GPU the cases first warm up
-// together (warmChecks), so that each then runs without waiting for NVRTC.
+// together (warmCases), so that each then runs without waiting for NVRTC.
 func runChecks(dev *cuda.Device, ops []*registry.Op, stderr io.Writer) []checkRow {
 	if dev != nil {
-		warmChecks(dev, ops, stderr)
+		warmCases(ops, checksOf, stderr, func(cs []registry.Check, done func()) { registry.Warm(dev, cs, done) })
 	}
 	var rows []checkRow
 	eachCase(ops, checksOf, checkName, stderr, func(op *registry.Op, cs registry.Check) {
@@ -90,32 +87,6 @@ func runChecks(dev *cuda.Device, ops []*registry.Op, stderr io.Writer) []checkRo
 		rows = append(rows, checkRow{Family: op.Family, Op: op.Name, Case: cs.Name, Seed: seed, Report: rep, Err: err})
 	})
 	return rows
-}
-
-// warmChecks loads the kernels of every parity case of ops on dev, many
-// cases at once (registry.Warm): the check's time on a machine whose disk
-// cache is empty goes mostly to NVRTC, which runs on every core this way
-// instead of one case at a time. It reports how long that took; on a
-// terminal a progress line counts the cases meanwhile.
-func warmChecks(dev *cuda.Device, ops []*registry.Op, stderr io.Writer) {
-	var checks []registry.Check
-	for _, op := range ops {
-		checks = append(checks, op.Checks...)
-	}
-	p := newProgress(stderr, len(checks))
-	var mu sync.Mutex
-	tick := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		p.step("loading kernels")
-	}
-	if !p.inTTY {
-		tick = nil
-	}
-	start := time.Now()
-	registry.Warm(dev, checks, tick)
-	p.done()
-	fmt.Fprintf(stderr, "loaded the kernels of %d cases in %.1f s (NVRTC compiles so far: %d)\n", len(checks), time.Since(start).Seconds(), jit.Compiles())
 }
 
 // checkResults is one check run: where it ran and every case.

@@ -32,8 +32,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/jit"
 	_ "github.com/gokittens/kittens/ops" // every kernel family registers its ops
 	"github.com/gokittens/kittens/registry"
 )
@@ -192,17 +195,6 @@ func (c *cli) resolve(fs *flag.FlagSet, sel selection, benches bool) ([]*registr
 		fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
 		return nil, nil, false
 	}
-	if dev != nil {
-		// Build the selected families' kernels up front, in parallel; what a
-		// family does not list compiles on first use.
-		var fams []string
-		for _, op := range ops {
-			fams = append(fams, op.Family)
-		}
-		if err := registry.Prepare(dev, fams); err != nil {
-			fmt.Fprintf(c.stderr, "%s: compiling kernels: %v\n", fs.Name(), err)
-		}
-	}
 	return ops, dev, true
 }
 
@@ -354,6 +346,32 @@ func eachCase[C any](ops []*registry.Op, cases func(*registry.Op) []C, name func
 			fn(op, cs)
 		}
 	}
+}
+
+// warmCases hands every case of ops to warm (registry.Warm or
+// WarmBenches: each case's kernels loaded, many cases at once), with a
+// progress line on a terminal, and then reports how long that took. A
+// command's time on a machine whose disk cache is empty goes mostly to
+// NVRTC, which so runs on every core instead of one case at a time.
+func warmCases[C any](ops []*registry.Op, cases func(*registry.Op) []C, stderr io.Writer, warm func([]C, func())) {
+	var all []C
+	for _, op := range ops {
+		all = append(all, cases(op)...)
+	}
+	p := newProgress(stderr, len(all))
+	var tick func()
+	if p.inTTY {
+		var mu sync.Mutex
+		tick = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			p.step("loading kernels")
+		}
+	}
+	start, before := time.Now(), jit.Compiles()
+	warm(all, tick)
+	p.done()
+	fmt.Fprintf(stderr, "loaded the kernels of %d cases in %.1f s (%d NVRTC compiles)\n", len(all), time.Since(start).Seconds(), jit.Compiles()-before)
 }
 
 // Accessors of an op's cases for eachCase.

@@ -6,6 +6,7 @@ package gputest
 import (
 	"flag"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -49,18 +50,22 @@ func Maybe(t testing.TB) *cuda.Device {
 // path alone (every output must be written). Each case draws fresh inputs;
 // the seed is logged so a failure can be replayed. On the GPU the cases
 // first warm up together (registry.Warm), which compiles their kernels in
-// parallel, unless -test.run names subtests: a run narrowed to a few cases
-// compiles only theirs, as each runs.
+// parallel: those of the cases -test.run selects.
 func RunChecks(t *testing.T, family string) {
 	ops := registry.Family(family)
 	if len(ops) == 0 {
 		t.Fatalf("no ops registered for family %q", family)
 	}
 	dev := Maybe(t)
-	if dev != nil && !subtestsNamed() {
+	if dev != nil {
+		run := runPattern()
 		var checks []registry.Check
 		for _, op := range ops {
-			checks = append(checks, op.Checks...)
+			for _, c := range op.Checks {
+				if run.selects(t.Name() + "/" + op.Name + "/" + c.Name) {
+					checks = append(checks, c)
+				}
+			}
 		}
 		registry.Warm(dev, checks, nil)
 	}
@@ -81,11 +86,62 @@ func RunChecks(t *testing.T, family string) {
 	}
 }
 
-// subtestsNamed reports whether the test binary's -test.run pattern names
-// subtests (it holds a slash).
-func subtestsNamed() bool {
+// pattern is a -test.run pattern cut into its levels, as go test cuts it:
+// at each slash outside brackets and parentheses. Level i must match the
+// i-th element of a test's name; levels past the pattern's match anything.
+type pattern []*regexp.Regexp
+
+// runPattern is this test binary's -test.run pattern (nil: every test, as
+// is one that does not compile, which go test reports itself).
+func runPattern() pattern {
 	f := flag.Lookup("test.run")
-	return f != nil && strings.Contains(f.Value.String(), "/")
+	if f == nil || f.Value.String() == "" {
+		return nil
+	}
+	var p pattern
+	for _, level := range splitLevels(f.Value.String()) {
+		re, err := regexp.Compile(level)
+		if err != nil {
+			return nil
+		}
+		p = append(p, re)
+	}
+	return p
+}
+
+// splitLevels cuts a -test.run pattern at each slash outside brackets and
+// parentheses.
+func splitLevels(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '[', '(':
+			depth++
+		case ']', ')':
+			depth--
+		case '/':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}
+
+// selects reports whether p selects the test of the given full name
+// (levels joined by slashes; spaces become underscores, as t.Run makes
+// them).
+func (p pattern) selects(name string) bool {
+	for i, elem := range strings.Split(strings.ReplaceAll(name, " ", "_"), "/") {
+		if i < len(p) && !p[i].MatchString(elem) {
+			return false
+		}
+	}
+	return true
 }
 
 // RunBenches times every registered benchmark case of a family as a
