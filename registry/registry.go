@@ -67,12 +67,8 @@ func (c Check) Warm(dev *cuda.Device, rng *rand.Rand) error {
 // waiting for a compile. A case that fails to warm is left to its Run to
 // report.
 func Warm(dev *cuda.Device, checks []Check, done func()) {
-	fanOut(len(checks), func(int) int64 { return 0 }, 1, func(i int) {
-		rng, _ := tensor.NewRNG()
+	fanOut(len(checks), func(int) int64 { return 0 }, 1, done, func(i int, rng *rand.Rand) {
 		_ = checks[i].Warm(dev, rng) // Run reports what fails
-		if done != nil {
-			done()
-		}
 	})
 }
 
@@ -82,19 +78,16 @@ func Warm(dev *cuda.Device, checks []Check, done func()) {
 // memory in all (a larger one alone), since each allocates a full set. A
 // case that fails to warm is left to its measurement to report.
 func WarmBenches(dev *cuda.Device, benches []Bench, dependent bool, done func()) {
-	fanOut(len(benches), func(i int) int64 { return benches[i].Bytes }, dev.Props().TotalMem/4, func(i int) {
-		rng, _ := tensor.NewRNG()
-		_ = benches[i].Warm(dev, rng, dependent)
-		if done != nil {
-			done()
-		}
+	fanOut(len(benches), func(i int) int64 { return benches[i].Bytes }, dev.Props().TotalMem/4, done, func(i int, rng *rand.Rand) {
+		_ = benches[i].Warm(dev, rng, dependent) // the measurement reports what fails
 	})
 }
 
-// fanOut calls fn(i) for every i < n, as many at once as the host has CPUs
-// and as fit, by size(i), in budget together (one larger than budget runs
-// alone), and returns when all have.
-func fanOut(n int, size func(int) int64, budget int64, fn func(int)) {
+// fanOut calls fn(i, rng) for every i < n, each with fresh random inputs to
+// draw from, as many at once as the host has CPUs and as fit, by size(i),
+// in budget together (one larger than budget runs alone), and done (when
+// not nil) after each; it returns when all have run.
+func fanOut(n int, size func(int) int64, budget int64, done func(), fn func(int, *rand.Rand)) {
 	budget = max(budget, 1)
 	mem := semaphore.NewWeighted(budget)
 	cpus := make(chan struct{}, runtime.NumCPU())
@@ -106,7 +99,11 @@ func fanOut(n int, size func(int) int64, budget int64, fn func(int)) {
 		wg.Go(func() {
 			defer mem.Release(w)
 			defer func() { <-cpus }()
-			fn(i)
+			rng, _ := tensor.NewRNG()
+			fn(i, rng)
+			if done != nil {
+				done()
+			}
 		})
 	}
 	wg.Wait()

@@ -15,6 +15,12 @@ import (
 )
 
 func TestRegisterLookupFamily(t *testing.T) {
+	t.Cleanup(func() { // leave the registry as it was, so that -count=N runs again
+		mu.Lock()
+		defer mu.Unlock()
+		delete(ops, "zz_test_a")
+		delete(ops, "zz_test_b")
+	})
 	Register(&Op{Name: "zz_test_b", Family: "zz_fam"})
 	Register(&Op{Name: "zz_test_a", Family: "zz_fam"})
 	ops := Family("zz_fam")
@@ -88,7 +94,7 @@ func TestFanOutBudget(t *testing.T) {
 	var mu sync.Mutex
 	var held, most int64
 	ran := make([]bool, len(sizes))
-	fanOut(len(sizes), func(i int) int64 { return sizes[i] }, budget, func(i int) {
+	fanOut(len(sizes), func(i int) int64 { return sizes[i] }, budget, nil, func(i int, _ *rand.Rand) {
 		w := min(sizes[i], budget)
 		mu.Lock()
 		held += w
