@@ -164,11 +164,7 @@ func TestMemoryRoundTrip(t *testing.T) {
 	if !bytes.Equal(got, src) {
 		t.Fatal("sync round trip differs")
 	}
-	s, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
+	s := testStream(t, d)
 	if err := s.Memset8(b, 0xAB, n); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +234,19 @@ extern "C" __global__ void staticplus(float* out, int n) {
 
 func loadTestModule(t testing.TB, d *Device) *Module { return loadModule(t, d, "add1.cu", add1Src) }
 
-// loadModule compiles src (no includes) for d and loads it.
+// testStream creates a stream on d, destroyed when the test ends.
+func testStream(t testing.TB, d *Device) *Stream {
+	t.Helper()
+	s, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Destroy() })
+	return s
+}
+
+// loadModule compiles src (no includes) for d and loads it, unloaded when
+// the test ends.
 func loadModule(t testing.TB, d *Device, name, src string) *Module {
 	t.Helper()
 	cubin, err := CompileCUBIN(name, src, nil, []string{"-arch=" + d.Props().Arch()})
@@ -249,7 +257,18 @@ func loadModule(t testing.TB, d *Device, name, src string) *Module {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { m.Unload() })
 	return m
+}
+
+// testFunction looks up the kernel name in m.
+func testFunction(t testing.TB, m *Module, name string) *Function {
+	t.Helper()
+	fn, err := m.Function(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fn
 }
 
 func TestCompileError(t *testing.T) {
@@ -263,11 +282,7 @@ func TestCompileError(t *testing.T) {
 func TestLaunchAndEvents(t *testing.T) {
 	d := testDevice(t)
 	m := loadTestModule(t, d)
-	defer m.Unload()
-	fn, err := m.Function("add1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := testFunction(t, m, "add1")
 	if _, err := m.Function("nope"); err == nil {
 		t.Fatal("missing function found")
 	}
@@ -279,8 +294,7 @@ func TestLaunchAndEvents(t *testing.T) {
 		binary.LittleEndian.PutUint32(host[4*i:], math.Float32bits(float32(i)))
 	}
 	d.CopyHtoD(buf, host)
-	s, _ := d.NewStream()
-	defer s.Destroy()
+	s := testStream(t, d)
 	e0, _ := d.NewEvent()
 	e1, _ := d.NewEvent()
 	defer e0.Destroy()
@@ -313,8 +327,7 @@ func TestLaunchAndEvents(t *testing.T) {
 func TestDynamicSharedAbove48K(t *testing.T) {
 	d := testDevice(t)
 	m := loadTestModule(t, d)
-	defer m.Unload()
-	fn, _ := m.Function("bigshared")
+	fn := testFunction(t, m, "bigshared")
 	out, _ := d.Alloc(4)
 	defer d.Free(out)
 	cfg := LaunchConfig{Grid: D1(1), Block: D1(256), Shared: 100 * 1024}
@@ -341,11 +354,7 @@ func TestDynamicSharedAbove48K(t *testing.T) {
 func TestReserveShared(t *testing.T) {
 	d := testDevice(t)
 	m := loadTestModule(t, d)
-	defer m.Unload()
-	fn, err := m.Function("staticplus")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := testFunction(t, m, "staticplus")
 	out, _ := d.Alloc(4)
 	defer d.Free(out)
 	launch := func(dynamic int) error {
@@ -388,9 +397,8 @@ func TestOccupancyMaxActiveClusters(t *testing.T) {
 		t.Skip("clusters need compute capability 9.0")
 	}
 	m := loadTestModule(t, d)
-	defer m.Unload()
-	add1, _ := m.Function("add1")
-	big, _ := m.Function("bigshared")
+	add1 := testFunction(t, m, "add1")
+	big := testFunction(t, m, "bigshared")
 	if err := big.SetMaxDynamicShared(100 * 1024); err != nil {
 		t.Fatal(err)
 	}
@@ -434,12 +442,10 @@ func TestOccupancyMaxActiveClusters(t *testing.T) {
 func TestLaunchAllocatesNothing(t *testing.T) {
 	d := testDevice(t)
 	m := loadTestModule(t, d)
-	defer m.Unload()
-	fn, _ := m.Function("add1")
+	fn := testFunction(t, m, "add1")
 	buf, _ := d.Alloc(4 * 128)
 	defer d.Free(buf)
-	s, _ := d.NewStream()
-	defer s.Destroy()
+	s := testStream(t, d)
 	ev, _ := d.NewEvent()
 	defer ev.Destroy()
 	cfg := LaunchConfig{Grid: D1(1), Block: D1(128), Stream: s}
@@ -474,8 +480,7 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 func TestGoroutinesAndThreads(t *testing.T) {
 	d := testDevice(t)
 	m := loadTestModule(t, d)
-	defer m.Unload()
-	fn, _ := m.Function("add1")
+	fn := testFunction(t, m, "add1")
 	stop := make(chan struct{})
 	var clearers sync.WaitGroup
 	for range 4 {
@@ -550,10 +555,8 @@ func TestGoroutinesAndThreads(t *testing.T) {
 func BenchmarkLaunch(b *testing.B) {
 	d := testDevice(b)
 	m := loadTestModule(b, d)
-	defer m.Unload()
-	fn, _ := m.Function("empty")
-	s, _ := d.NewStream()
-	defer s.Destroy()
+	fn := testFunction(b, m, "empty")
+	s := testStream(b, d)
 	cfg := LaunchConfig{Grid: D1(1), Block: D1(32), Stream: s}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -45,21 +45,13 @@ func floats(t *testing.T, d *Device, p DevicePtr, n int) []float32 {
 func TestGraphCaptureAndReplay(t *testing.T) {
 	d := testDevice(t)
 	m := loadTestModule(t, d)
-	defer m.Unload()
-	fn, err := m.Function("add1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := testFunction(t, m, "add1")
 	const n = 1000
 	a, _ := d.Alloc(4 * n)
 	b, _ := d.Alloc(4 * n)
 	defer d.Free(a)
 	defer d.Free(b)
-	s, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
+	s := testStream(t, d)
 	if err := s.Memset32(a, math.Float32bits(1), n); err != nil {
 		t.Fatal(err)
 	}
@@ -144,11 +136,7 @@ func TestGraphCaptureAndReplay(t *testing.T) {
 // for the stream, returns an error and leaves the stream usable.
 func TestCaptureFailures(t *testing.T) {
 	d := testDevice(t)
-	s, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
+	s := testStream(t, d)
 	if _, err := d.DefaultStream().Capture(CaptureGlobal, func() error { return nil }); err == nil {
 		t.Error("captured the legacy default stream")
 	}

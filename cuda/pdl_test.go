@@ -44,11 +44,7 @@ extern "C" __global__ void read_flag(const int* flag, int* out, int wait) {
 // graph keeps the overlap.
 func TestDependentLaunch(t *testing.T) {
 	d := testDevice(t)
-	s, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
+	s := testStream(t, d)
 	if err := s.SetDependentLaunch(true); !d.Props().DependentLaunch() {
 		if err == nil || !strings.Contains(err.Error(), "compute capability 9.0") {
 			t.Fatalf("compute capability %d.%d: got %v", d.Props().Major, d.Props().Minor, err)
@@ -58,19 +54,9 @@ func TestDependentLaunch(t *testing.T) {
 		t.Fatalf("SetDependentLaunch: %v, on = %v", err, s.DependentLaunch())
 	}
 	m := loadModule(t, d, "pdl.cu", pdlSrc)
-	defer m.Unload()
-	late, err := m.Function("late_write")
-	if err != nil {
-		t.Fatal(err)
-	}
-	read, err := m.Function("read_flag")
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := m.Function("read_flag")
-	if err != nil {
-		t.Fatal(err)
-	}
+	late := testFunction(t, m, "late_write")
+	read := testFunction(t, m, "read_flag")
+	plain := testFunction(t, m, "read_flag")
 	read.AllowDependentLaunch()
 	flag, _ := d.Alloc(4)
 	out, _ := d.Alloc(4 * 8)
