@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -430,7 +432,9 @@ func ReadJSON(r io.Reader) (*Report, error) {
 // repeat a case, which become one entry whose times are the medians of the
 // runs' (see mergeEntries). The copy ceiling is the highest measured, so no
 // case's percentage of it is flattered by a slow run; the date is the last
-// run's.
+// run's. Entries are listed by family and op, as a run lists them (the
+// registry's order), whatever the order of the runs; an op's cases keep
+// the order in which the runs first give them.
 func Merge(reps ...*Report) (*Report, error) {
 	if len(reps) == 0 {
 		return nil, fmt.Errorf("bench: no reports to merge")
@@ -466,6 +470,9 @@ func Merge(reps ...*Report) (*Report, error) {
 	for _, k := range order {
 		out.Entries = append(out.Entries, mergeEntries(groups[k]))
 	}
+	slices.SortStableFunc(out.Entries, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(a.Op, b.Op))
+	})
 	return out, nil
 }
 
