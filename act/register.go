@@ -202,7 +202,12 @@ var gatedBenchShapes = [][2]int{{4096, 256}, {16384, 256}, {65536, 256}, {131072
 
 var unaryBenchShapes = [][2]int{{4096, 14336}, {16384, 8192}}
 
-func unaryOp(kind Kind, doc string, benched bool) *registry.Op {
+// variantBenchShapes are the gated variants' shapes (gelu_tanh_and_mul,
+// mul_and_silu), whose kernel is silu_and_mul's with another activation or
+// order: the original port's narrowest rows and a wide FFN's.
+var variantBenchShapes = [][2]int{{4096, 256}, {4096, 16384}}
+
+func unaryOp(kind Kind, doc string) *registry.Op {
 	op := &registry.Op{Name: kind.String(), Family: "act", Doc: doc}
 	call := func(s *cuda.Stream, y, x *tensor.Tensor) error { return unary("act.Unary", s, y, x, kind) }
 	for _, dt := range dtypes {
@@ -210,11 +215,9 @@ func unaryOp(kind Kind, doc string, benched bool) *registry.Op {
 			op.Checks = append(op.Checks, parity(c, dt, false, call))
 		}
 	}
-	if benched {
-		for _, sh := range unaryBenchShapes {
-			op.Benches = append(op.Benches, benchCase(fmt.Sprintf("%dx%d", sh[0], sh[1]), sh[:], sh[:], call,
-				&registry.TorchCase{Op: kind.String(), Args: map[string]any{"shape": sh[:], "dtype": "bf16"}}))
-		}
+	for _, sh := range unaryBenchShapes {
+		op.Benches = append(op.Benches, benchCase(fmt.Sprintf("%dx%d", sh[0], sh[1]), sh[:], sh[:], call,
+			&registry.TorchCase{Op: kind.String(), Args: map[string]any{"shape": sh[:], "dtype": "bf16"}}))
 	}
 	return op
 }
@@ -263,20 +266,20 @@ func flipped(prefix string, cs []caseDef) []caseDef {
 
 func init() {
 	registry.RegisterTorch("act", torchSrc)
-	registry.Register(unaryOp(KindSiLU, "y = x·σ(x)", true))
-	registry.Register(unaryOp(KindGELU, "y = ½·x·(1 + erf(x/√2)) (exact GELU)", false))
-	registry.Register(unaryOp(KindGELUTanh, "y = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))", true))
-	registry.Register(unaryOp(KindReLU, "y = max(0, x)", false))
-	registry.Register(unaryOp(KindTanh, "y = tanh(x)", false))
+	registry.Register(unaryOp(KindSiLU, "y = x·σ(x)"))
+	registry.Register(unaryOp(KindGELU, "y = ½·x·(1 + erf(x/√2)) (exact GELU)"))
+	registry.Register(unaryOp(KindGELUTanh, "y = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))"))
+	registry.Register(unaryOp(KindReLU, "y = max(0, x)"))
+	registry.Register(unaryOp(KindTanh, "y = tanh(x)"))
 
 	plain := func(k Kind) gatedParams { return gatedParams{GatedOptions: GatedOptions{Kind: k}, alpha: 1} }
 	limited := []caseDef{limitCase}
 	registry.Register(gatedOp("silu_and_mul", "y = silu(x[..., :d])·x[..., d:]", plain(KindSiLU), limited, gatedBenchShapes))
 	registry.Register(gatedOp("gelu_and_mul", "y = gelu(x[..., :d])·x[..., d:] (exact GELU)", plain(KindGELU), limited, gatedBenchShapes))
-	registry.Register(gatedOp("gelu_tanh_and_mul", "y = gelu_tanh(x[..., :d])·x[..., d:]", plain(KindGELUTanh), nil, nil))
+	registry.Register(gatedOp("gelu_tanh_and_mul", "y = gelu_tanh(x[..., :d])·x[..., d:]", plain(KindGELUTanh), nil, variantBenchShapes))
 	mul := plain(KindSiLU)
 	mul.GateSecond = true
-	registry.Register(gatedOp("mul_and_silu", "y = x[..., :d]·silu(x[..., d:]) (vLLM)", mul, nil, nil))
+	registry.Register(gatedOp("mul_and_silu", "y = x[..., :d]·silu(x[..., d:]) (vLLM)", mul, nil, variantBenchShapes))
 	swiglu := gatedParams{GatedOptions: GatedOptions{Kind: KindSiLU, Limit: SwiGLULimit, Layout: Interleaved},
 		alpha: SwiGLUAlpha, upAdd: 1}
 	registry.Register(gatedOp("swiglu", "gpt-oss: g·σ(1.702·g)·(u + 1), g ≤ 7, |u| ≤ 7; interleaved (or halves)",

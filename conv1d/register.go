@@ -135,6 +135,17 @@ func benchCases() map[opKind][]registry.Bench {
 		c.name = "B" + strconv.Itoa(b) + "x8192" + tag + " bf16 w4"
 		return c.bench(&registry.TorchCase{Op: torchOp, Args: args})
 	}
+	// dense is a batch of four 4096-token prompts, stateless or starting
+	// from given states and writing the final ones.
+	dense := func(states bool) registry.Bench {
+		c := testCase{name: "B4x4096x8192 bf16 w4", op: opDense, dt: bf16, width: 4, dim: qwenDim, batch: 4, seqLen: 4096,
+			denseInit: states, denseFinal: states, silu: true}
+		if states {
+			c.name += " states"
+		}
+		return c.bench(&registry.TorchCase{Op: "conv1d_dense", Args: map[string]any{
+			"batch": 4, "seq_len": 4096, "dim": qwenDim, "width": 4, "states": states, "dtype": "bf16"}})
+	}
 	split := map[string]any{"key_dim": qwenKey, "value_dim": qwenValue, "width": 4, "silu": true, "dtype": "bf16"}
 	withArgs := func(extra map[string]any) map[string]any {
 		m := map[string]any{}
@@ -152,6 +163,7 @@ func benchCases() map[opKind][]registry.Bench {
 			fwd("1x32768x8192 bf16 w4", []int{32768}, 0),
 			fwd("8 seqs 16384x8192 bf16 w4 25% init", mixedLens, 0.25),
 		},
+		opDense: {dense(false), dense(true)},
 		opUpdate: {upd(1, modeShift), upd(32, modeShift), upd(256, modeShift),
 			upd(32, modeSpec), upd(256, modeSpec), upd(32, modeCircular), upd(256, modeCircular)},
 		opForwardSplit: {testCase{name: "T4096 key2048 value4096 bf16 w4", op: opForwardSplit, dt: bf16, width: 4,

@@ -54,6 +54,29 @@ def _conv1d_fwd(a):
     return _varlen_fn(lens, init, a.get("silu", True)), (x, w, b, states, slots)
 
 
+@builder("conv1d_dense")
+def _conv1d_dense(a):
+    """x [B, L, dim], bias and SiLU; with "states", initial states [B, W-1, dim]
+    are prepended and the last W-1 columns written to final states."""
+    bsz, n, dim, width = a["batch"], a["seq_len"], a["dim"], a["width"]
+    dt = a.get("dtype", "bf16")
+    x = randn(bsz, n, dim, dtype=dt)
+    w = randn(dim, width, dtype=dt, std=0.5)
+    b = randn(dim, dtype=dt, std=0.5)
+    states = a.get("states", False)
+    init = randn(bsz, width - 1, dim, dtype=dt) if states else None
+    final = torch.empty_like(init) if states else None
+
+    def fn(x, w, b, init, final):
+        pre = init if init is not None else x.new_zeros(bsz, width - 1, dim)
+        xx = torch.cat([pre, x], 1).transpose(1, 2)  # [B, dim, W-1+L]
+        y = F.silu(F.conv1d(xx, w.unsqueeze(1), b, groups=dim)).transpose(1, 2).contiguous()
+        if final is not None:
+            final.copy_(xx[:, :, -(width - 1):].transpose(1, 2))
+        return y
+    return fn, (x, w, b, init, final)
+
+
 @builder("conv1d_fwd_split")
 def _conv1d_fwd_split(a):
     kd, vd = a["key_dim"], a["value_dim"]
