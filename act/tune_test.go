@@ -73,6 +73,7 @@ func TestSweep(t *testing.T) {
 		gatedCase("silu_and_mul", 131072, 256, silu), gatedCase("silu_and_mul", 4096, 16384, silu),
 		gatedCase("silu_and_mul", 4096, 28672, silu),
 		unaryCase(KindSiLU, 16384, 8192), unaryCase(KindSiLU, 4096, 14336), unaryCase(KindGELUTanh, 4096, 14336),
+		unaryCase(KindTanh, 16384, 8192), unaryCase(KindTanh, 4096, 14336),
 		gatedCase("swiglu", 4096, 2880, swiglu),
 	}
 	if re := os.Getenv("KITTENS_ACT_SWEEP_CASES"); re != "" {
