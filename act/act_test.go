@@ -9,6 +9,7 @@ import (
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
+	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -256,13 +257,12 @@ func TestZeroRows(t *testing.T) {
 // 40) and take single elements as halves; d = 40 takes 16-byte accesses in
 // both layouts.
 func TestGatedVariants(t *testing.T) {
-	dev := gputest.Maybe(t)
 	cases := []caseDef{
 		{name: "d=37 1x74", shape: []int{1, 74}},
 		{name: "d=37 5x74 strides 80,40", shape: []int{5, 74}, xs: []int{80, 1}, ys: []int{40, 1}},
 		{name: "d=40 3x80", shape: []int{3, 80}},
 	}
-	rng, seed := tensor.NewRNG()
+	var checks []registry.Check
 	for kind := range numKinds {
 		for _, layout := range []Layout{Halves, Interleaved} {
 			for _, second := range []bool{false, true} {
@@ -273,18 +273,12 @@ func TestGatedVariants(t *testing.T) {
 				for _, dt := range dtypes {
 					for _, c := range cases {
 						ch := parity(c, dt, true, func(s *cuda.Stream, y, x *tensor.Tensor) error { return Gated(s, y, x, o) })
-						t.Run(fmt.Sprintf("%v/%v/gateSecond=%v/limit=%g/%s", kind, layout, second, o.Limit, ch.Name), func(t *testing.T) {
-							r, err := ch.Run(dev, rng)
-							if err != nil {
-								t.Fatal(err)
-							}
-							if !r.Pass {
-								t.Fatalf("seed %d: %v", seed, r)
-							}
-						})
+						ch.Name = fmt.Sprintf("%v/%v/gateSecond=%v/limit=%g/%s", kind, layout, second, o.Limit, ch.Name)
+						checks = append(checks, ch)
 					}
 				}
 			}
 		}
 	}
+	gputest.Run(t, checks)
 }

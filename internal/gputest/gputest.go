@@ -45,44 +45,53 @@ func Maybe(t testing.TB) *cuda.Device {
 	return d
 }
 
-// RunChecks runs every registered parity case of a family as a subtest: on
-// the GPU against the CPU reference when there is one, otherwise the host
-// path alone (every output must be written). Each case draws fresh inputs;
-// the seed is logged so a failure can be replayed. On the GPU the cases
-// first warm up together (registry.Warm), which compiles their kernels in
-// parallel: those of the cases -test.run selects.
+// RunChecks runs every registered parity case of a family as a subtest
+// named op/case (see Run).
 func RunChecks(t *testing.T, family string) {
 	ops := registry.Family(family)
 	if len(ops) == 0 {
 		t.Fatalf("no ops registered for family %q", family)
 	}
+	var checks []registry.Check
+	for _, op := range ops {
+		for _, c := range op.Checks {
+			c.Name = op.Name + "/" + c.Name
+			checks = append(checks, c)
+		}
+	}
+	Run(t, checks)
+}
+
+// Run runs parity cases as subtests named by their Name: on the GPU against
+// the CPU reference when there is one, otherwise the host path alone (every
+// output must be written). Each case draws fresh inputs; the seed is logged
+// so a failure can be replayed. On the GPU the cases first warm up together
+// (registry.Warm), which compiles their kernels in parallel: those of the
+// cases -test.run selects.
+func Run(t *testing.T, checks []registry.Check) {
 	dev := Maybe(t)
 	if dev != nil {
 		run := runPattern()
-		var checks []registry.Check
-		for _, op := range ops {
-			for _, c := range op.Checks {
-				if run.selects(t.Name() + "/" + op.Name + "/" + c.Name) {
-					checks = append(checks, c)
-				}
+		var selected []registry.Check
+		for _, c := range checks {
+			if run.selects(t.Name() + "/" + c.Name) {
+				selected = append(selected, c)
 			}
 		}
-		registry.Warm(dev, checks, nil)
+		registry.Warm(dev, selected, nil)
 	}
-	for _, op := range ops {
-		for _, c := range op.Checks {
-			t.Run(op.Name+"/"+c.Name, func(t *testing.T) {
-				rng, seed := tensor.NewRNG()
-				r, err := c.Run(dev, rng)
-				if err != nil {
-					t.Fatalf("seed %d: %v", seed, err)
-				}
-				if !r.Pass {
-					t.Fatalf("seed %d: %v", seed, r)
-				}
-				t.Log(r)
-			})
-		}
+	for _, c := range checks {
+		t.Run(c.Name, func(t *testing.T) {
+			rng, seed := tensor.NewRNG()
+			r, err := c.Run(dev, rng)
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			if !r.Pass {
+				t.Fatalf("seed %d: %v", seed, r)
+			}
+			t.Log(r)
+		})
 	}
 }
 
