@@ -118,6 +118,9 @@ func angleCosSin(theta float64, r int) cosSinFunc {
 // angleTable returns cos and sin of p·θ^(−2i/r) for p < rows and i < r/2,
 // each flat [rows, r/2], in float64.
 func angleTable(rows, r int, theta float64) (c, s []float64) {
+	if rows == 0 {
+		return nil, nil // no angle is needed, nor the r/2 frequencies
+	}
 	half := r / 2
 	c, s = make([]float64, rows*half), make([]float64, rows*half)
 	cs := angleCosSin(theta, r)

@@ -595,6 +595,10 @@ func TestCosSinCacheArguments(t *testing.T) {
 	if c := CosSinCache(tensor.F32, 0, 8, 1e4); c.Dim(0) != 0 || c.Dim(1) != 8 {
 		t.Errorf("empty cache has shape %v", c.Shape())
 	}
+	// An empty cache computes no frequencies: a width of 2^40 would need 4 TiB.
+	if c := CosSinCache(tensor.F32, 0, 1<<40, 1e4); c.Dim(0) != 0 || c.Dim(1) != 1<<40 {
+		t.Errorf("empty wide cache has shape %v", c.Shape())
+	}
 }
 
 // TestReferenceKeepsPassThroughBits: the CPU path leaves the dims past the
