@@ -2,6 +2,7 @@ package conv1d
 
 import (
 	_ "embed"
+	"fmt"
 	"strconv"
 
 	"github.com/gokittens/kittens/registry"
@@ -138,13 +139,14 @@ func benchCases() map[opKind][]registry.Bench {
 	// dense is a batch of four 4096-token prompts, stateless or starting
 	// from given states and writing the final ones.
 	dense := func(states bool) registry.Bench {
-		c := testCase{name: "B4x4096x8192 bf16 w4", op: opDense, dt: bf16, width: 4, dim: qwenDim, batch: 4, seqLen: 4096,
+		c := testCase{op: opDense, dt: bf16, width: 4, dim: qwenDim, batch: 4, seqLen: 4096,
 			denseInit: states, denseFinal: states, silu: true}
+		c.name = fmt.Sprintf("B%dx%dx%d bf16 w%d", c.batch, c.seqLen, c.dim, c.width)
 		if states {
 			c.name += " states"
 		}
 		return c.bench(&registry.TorchCase{Op: "conv1d_dense", Args: map[string]any{
-			"batch": 4, "seq_len": 4096, "dim": qwenDim, "width": 4, "states": states, "dtype": "bf16"}})
+			"batch": c.batch, "seq_len": c.seqLen, "dim": c.dim, "width": c.width, "states": states, "dtype": "bf16"}})
 	}
 	split := map[string]any{"key_dim": qwenKey, "value_dim": qwenValue, "width": 4, "silu": true, "dtype": "bf16"}
 	withArgs := func(extra map[string]any) map[string]any {
