@@ -18,6 +18,11 @@ type Env struct {
 	// L2Reset: every case began with L2's persisting lines reset
 	// (bench.Measure does from be226fe on); older runs' JSON lacks it.
 	L2Reset bool `json:"l2_reset,omitempty"`
+	// DefaultStream: ours were timed on the legacy default stream, as
+	// PyTorch's are (bench.Measure does from the twenty-fifth session on);
+	// older runs' JSON lacks it: they timed ours on a stream of their own,
+	// on which small kernels ran about 0.2 µs slower in more processes.
+	DefaultStream bool `json:"default_stream,omitempty"`
 	// Graph: every case, ours and PyTorch's, was timed inside CUDA graphs
 	// of at least this many launches (Options.Graph); 0: one launch at a time.
 	Graph int `json:"graph,omitempty"`
@@ -41,7 +46,7 @@ func Describe(dev *cuda.Device) Env {
 	}
 	if dev != nil {
 		p := dev.Props()
-		e.Device, e.Arch, e.L2Reset = p.Name, p.Arch(), true
+		e.Device, e.Arch, e.L2Reset, e.DefaultStream = p.Name, p.Arch(), true, true
 	}
 	return e
 }

@@ -6,7 +6,13 @@
 // independent input sets, rotated, that the data they touch is several times
 // the L2 (L2 does not flatter the result), up to 16 sets, so that cases of a
 // few MB stay in L2 as they would on PyTorch's side; L2's persisting lines
-// reset and a warm-up first; the median of many launches reported.
+// reset and a warm-up first; the median of many launches reported. The
+// timed launches go on the legacy default stream, the stream PyTorch's
+// side runs on (its current stream) and the ops' own default. How long a
+// small kernel takes alone depends on the process and its stream: on an
+// H200, 11 of 25 processes that timed on the legacy default stream ran the
+// small cases about 0.2 µs faster than the rest, and none of 16 that timed
+// on a stream of their own (PERFORMANCE.md, twenty-fifth session).
 package bench
 
 import (
@@ -99,11 +105,15 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 		}
 		insts = append(insts, in)
 	}
+	// s warms the kernels up and is captured into graphs (which the legacy
+	// default stream cannot be); the timed launches and graph replays go on
+	// the legacy default stream, as PyTorch's do.
 	s, err := dev.NewStream()
 	if err != nil {
 		return Result{}, err
 	}
 	defer s.Destroy()
+	timed := dev.DefaultStream()
 	if !opt.KeepL2 {
 		if err := dev.ResetPersistingL2(); err != nil {
 			return Result{}, err
@@ -122,7 +132,7 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 	if err := s.Synchronize(); err != nil {
 		return Result{}, fmt.Errorf("bench: warm-up: %w", err)
 	}
-	launch, per := func(i int) error { return insts[i%sets].Run(s) }, 1
+	launch, per := func(i int) error { return insts[i%sets].Run(timed) }, 1
 	if opt.Graph > 0 {
 		per = (opt.Graph + sets - 1) / sets * sets
 		g, err := s.Capture(cuda.CaptureGlobal, func() error {
@@ -137,9 +147,9 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 			return Result{}, fmt.Errorf("bench: capturing %d launches into a CUDA graph: %w", per, err)
 		}
 		defer g.Destroy()
-		launch = func(int) error { return g.Launch(s) }
+		launch = func(int) error { return g.Launch(timed) }
 	}
-	times, err := timeRuns(dev, s, opt.Runs, launch)
+	times, err := timeRuns(dev, timed, opt.Runs, launch)
 	if err != nil {
 		return Result{}, err
 	}

@@ -76,7 +76,7 @@ func TestJSONRoundTripAndMerge(t *testing.T) {
 // median of the runs that have it, the table gives each run's ratio, and
 // the samples survive a JSON round trip.
 func TestMergeRepeatedRuns(t *testing.T) {
-	env := Env{Device: "NVIDIA H200", Driver: "13.0", NVRTC: "13.0", CopyGBs: 4250, L2Reset: true}
+	env := Env{Device: "NVIDIA H200", Driver: "13.0", NVRTC: "13.0", CopyGBs: 4250, L2Reset: true, DefaultStream: true}
 	run := func(ours, minUS, eager, compile, same float64, err string) *Report {
 		e := Entry{Family: "norm", Op: "rmsnorm", Case: "1x2048 bf16", Bytes: 8192, SameCopyGBs: same, Err: err,
 			Result: Result{MedianUS: ours, MinUS: minUS, GBs: 8192 / (ours * 1e3), Runs: 200, Sets: 16}}
@@ -123,7 +123,8 @@ func TestMergeRepeatedRuns(t *testing.T) {
 	if err := m3.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"vs compile, each run", "0.93–1.04× (3)", "median", "lines are reset to normal priority"} {
+	for _, want := range []string{"vs compile, each run", "0.93–1.04× (3)", "median", "lines are reset to normal priority",
+		"timed on the legacy default stream"} {
 		if !strings.Contains(md.String(), want) {
 			t.Fatalf("markdown lacks %q:\n%s", want, md.String())
 		}
@@ -141,6 +142,17 @@ func TestMergeRepeatedRuns(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "did not reset L2's persisting lines") || strings.Contains(md.String(), "are reset to normal") {
 		t.Fatalf("mixed runs: %s", md.String())
+	}
+	// A run that timed ours on a stream of its own does not merge with
+	// these, and its method says so.
+	own := run(4.4, 4.2, 9, 4.3, 0, "")
+	own.Env.DefaultStream = false
+	if _, err := Merge(roundTrip(t, m3), own); err == nil {
+		t.Fatal("merged runs timed on different streams")
+	}
+	md.Reset()
+	if err := roundTrip(t, own).WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "timed ours on a stream of their own") {
+		t.Fatalf("a run on a stream of its own: %v\n%s", err, md.String())
 	}
 	// A case that failed in every run keeps the error.
 	f, err := Merge(run(0, 0, 0, 0, 0, "boom"), run(0, 0, 0, 0, 0, "bang"))

@@ -286,11 +286,14 @@ priority after the kernel ends: a case that follows such a launch finds its inpu
 lines (on an H100 up to 7% slower: softmax 16x32768 after softmax 256x262144, rmsnorm 4096x128,
 causal_conv1d_update B32). torch.compile's reductions read under the same policy and leave such lines
 too.`
-	methodL2Reset   = ` Before each case, ours and PyTorch's alike, L2's persisting lines are reset to normal priority (` + "`cuCtxResetPersistingL2Cache`" + `).`
-	methodNoL2Reset = ` These runs did not reset L2's persisting lines between cases.`
-	methodGraph     = ` Every case, ours and PyTorch's, ran inside a CUDA graph: at least %d launches, a whole number of rotations over the input sets, were captured into one graph, each timed run replayed it, and the time per launch is the replay's divided by their number. The GPU then starts each kernel as the one before it ends, as in a serving engine's decode graph, so small kernels take less than one timed alone.`
-	methodDependent = ` Our launches in those graphs were programmatic dependent launches: each kernel may start while the one before it runs, and waits for it on the GPU before it touches memory. torch.compile's kernels were compiled with Inductor's ` + "`triton.enable_pdl`" + `, which launches them the same way; eager PyTorch's kernels have no such option.`
-	methodRepeated  = `Cases measured in several runs (` + "`kittens report`" + ` merging runs that repeat them) show the median
+	methodL2Reset       = ` Before each case, ours and PyTorch's alike, L2's persisting lines are reset to normal priority (` + "`cuCtxResetPersistingL2Cache`" + `).`
+	methodNoL2Reset     = ` These runs did not reset L2's persisting lines between cases.`
+	methodDefaultStream = ` Ours and PyTorch's launches, and the copies, are timed on the legacy default stream, PyTorch's current stream and our ops' default.`
+	methodOwnStream     = ` These runs timed ours on a stream of their own and PyTorch's on the legacy default stream, its current stream.`
+	methodStreams       = ` How long a small kernel takes alone depends on the process and its stream: on an H200, 11 of 25 processes that timed on the legacy default stream ran the small cases about 0.2 µs faster than the others, and none of 16 that timed on a stream of their own (4 fell in between).`
+	methodGraph         = ` Every case, ours and PyTorch's, ran inside a CUDA graph: at least %d launches, a whole number of rotations over the input sets, were captured into one graph, each timed run replayed it, and the time per launch is the replay's divided by their number. The GPU then starts each kernel as the one before it ends, as in a serving engine's decode graph, so small kernels take less than one timed alone.`
+	methodDependent     = ` Our launches in those graphs were programmatic dependent launches: each kernel may start while the one before it runs, and waits for it on the GPU before it touches memory. torch.compile's kernels were compiled with Inductor's ` + "`triton.enable_pdl`" + `, which launches them the same way; eager PyTorch's kernels have no such option.`
+	methodRepeated      = `Cases measured in several runs (` + "`kittens report`" + ` merging runs that repeat them) show the median
 of the runs for every time, ours and PyTorch's alike, and the percentages and ratios are of those medians;
 "vs compile, each run" is the range of each run's own ratio, with the number of runs. Each run starts
 PyTorch in a process of its own, whose torch.compile picks its kernels' configs afresh (Inductor's
@@ -330,6 +333,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		} else {
 			b.WriteString(methodNoL2Reset)
 		}
+		if r.Env.DefaultStream {
+			b.WriteString(methodDefaultStream)
+		} else {
+			b.WriteString(methodOwnStream)
+		}
+		b.WriteString(methodStreams)
 		if r.Env.Graph > 0 {
 			b.WriteString(fmt.Sprintf(methodGraph, r.Env.Graph))
 			if r.Env.Dependent {
@@ -447,6 +456,9 @@ func Merge(reps ...*Report) (*Report, error) {
 		if r.Env.Device != out.Env.Device || r.Env.Driver != out.Env.Driver {
 			return nil, fmt.Errorf("bench: cannot merge runs on %q (driver %s) and %q (driver %s)",
 				out.Env.Device, out.Env.Driver, r.Env.Device, r.Env.Driver)
+		}
+		if r.Env.DefaultStream != out.Env.DefaultStream {
+			return nil, fmt.Errorf("bench: cannot merge runs that timed ours on the legacy default stream with runs that timed them on a stream of their own")
 		}
 		if r.Env.Graph != out.Env.Graph || r.Env.Dependent != out.Env.Dependent {
 			return nil, fmt.Errorf("bench: cannot merge runs timed in CUDA graphs of %d and of %d launches (0: none), dependent launches %v and %v",
