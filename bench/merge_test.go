@@ -21,6 +21,24 @@ func roundTrip(t *testing.T, r *Report) *Report {
 	return back
 }
 
+// refusesToMerge checks that run, timed another way than base, does not
+// merge with it, and that run's markdown says each of wants.
+func refusesToMerge(t *testing.T, base, run *Report, what string, wants ...string) {
+	t.Helper()
+	if _, err := Merge(base, run); err == nil {
+		t.Fatalf("merged %s", what)
+	}
+	var md bytes.Buffer
+	if err := run.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range wants {
+		if !strings.Contains(md.String(), want) {
+			t.Fatalf("markdown of %s lacks %q:\n%s", what, want, md.String())
+		}
+	}
+}
+
 func TestJSONRoundTripAndMerge(t *testing.T) {
 	day := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
 	a := &Report{Env: Env{Device: "NVIDIA H200", Driver: "13.0", NVRTC: "13.0", Date: day, CopyGBs: 4250},
@@ -49,23 +67,11 @@ func TestJSONRoundTripAndMerge(t *testing.T) {
 		t.Fatal("merged runs from different devices")
 	}
 	inGraphs := roundTrip(t, &Report{Env: Env{Device: "NVIDIA H200", Driver: "13.0", Graph: 16}})
-	if _, err := Merge(a, inGraphs); err == nil {
-		t.Fatal("merged a run in CUDA graphs with one outside")
-	}
-	md.Reset()
-	if err := inGraphs.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "in CUDA graphs of ≥ 16 launches") ||
-		!strings.Contains(md.String(), "ran inside a CUDA graph: at least 16 launches") {
-		t.Fatalf("markdown of a run in graphs: %v\n%s", err, md.String())
-	}
+	refusesToMerge(t, a, inGraphs, "a run in CUDA graphs with one outside",
+		"in CUDA graphs of ≥ 16 launches", "ran inside a CUDA graph: at least 16 launches")
 	dependent := roundTrip(t, &Report{Env: Env{Device: "NVIDIA H200", Driver: "13.0", Graph: 16, Dependent: true}})
-	if _, err := Merge(inGraphs, dependent); err == nil {
-		t.Fatal("merged a run of dependent launches with one without")
-	}
-	md.Reset()
-	if err := dependent.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "ours as dependent launches") ||
-		!strings.Contains(md.String(), "triton.enable_pdl") {
-		t.Fatalf("markdown of a run of dependent launches: %v\n%s", err, md.String())
-	}
+	refusesToMerge(t, inGraphs, dependent, "a run of dependent launches with one without",
+		"ours as dependent launches", "triton.enable_pdl")
 	if _, err := ReadJSON(strings.NewReader("{")); err == nil {
 		t.Fatal("read a broken report")
 	}
@@ -147,13 +153,8 @@ func TestMergeRepeatedRuns(t *testing.T) {
 	// these, and its method says so.
 	own := run(4.4, 4.2, 9, 4.3, 0, "")
 	own.Env.DefaultStream = false
-	if _, err := Merge(roundTrip(t, m3), own); err == nil {
-		t.Fatal("merged runs timed on different streams")
-	}
-	md.Reset()
-	if err := roundTrip(t, own).WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "timed ours on a stream of their own") {
-		t.Fatalf("a run on a stream of its own: %v\n%s", err, md.String())
-	}
+	refusesToMerge(t, roundTrip(t, m3), roundTrip(t, own), "runs timed on different streams",
+		"timed ours on a stream of their own")
 	// A case that failed in every run keeps the error.
 	f, err := Merge(run(0, 0, 0, 0, 0, "boom"), run(0, 0, 0, 0, 0, "bang"))
 	if err != nil || f.Entries[0].Err != "boom" {
