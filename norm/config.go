@@ -86,7 +86,6 @@ const (
 	residentThreads       = 2048
 	staticSharedUsed      = 1024 // norm.cu's static shared memory (the largest Scratch: LayerNorm's)
 	narrowFillThreads     = 256  // threads an SM must get from groups of 4 lanes before one-read narrow rows take them
-	pairL2s               = 4    // one-read RMS rows of up to 4 Ki bf16 hold two accesses, unhinted, in launches of up to this many L2s
 )
 
 // pickConfig chooses the path and launch shape for a row shape on a device.
@@ -107,7 +106,6 @@ const (
 // -> 5.22 and 5.50 -> 5.34.
 func pickConfig(p cuda.Props, s rowShape) config {
 	c := config{vec: 1}
-	unhinted := false // the hint lost for this shape (see below)
 	if s.vector {
 		c.vec = 16 / s.elemSize
 	}
@@ -255,20 +253,26 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// (an empty kernel: 3.30 µs on the same H200).
 		//
 		// Rows of one row read and one reduction (RMSNorm, L2 forward) of
-		// up to 4 Ki bf16, in launches of up to pairL2s times L2, hold two
-		// accesses a thread too, and go without the hint (below), which
-		// lost with two accesses. H200, two sweeps (µs; the picker had four
-		// accesses and the hint): rmsnorm 4096x2048 12.86-12.93 against
-		// 13.57-13.92, 16384x2048 36.00-36.06 against 36.90-37.18, 4096x4096
-		// 20.61-20.90 against 21.18-21.25 (with the hint, two accesses ran
-		// 13.73-13.82, 36.83-37.06 and 21.22-21.41). kittens bench, old and
-		// new alternating twice: 4096x2048 13.79-13.89 -> 12.80-12.96,
-		// 16384x2048 36.80-36.99 -> 36.26-36.45, 4096x4096 21.25 ->
-		// 21.02-21.15, rmsnorm_pad 4096x2880 17.41-17.57 -> 16.29-16.42,
-		// 16384x2880 (195 MB) 50.56-51.10 -> 50.18-50.72; but 16384x4096 (268
-		// MB, 4.5 L2s) 67.87-68.13 -> 69.86-69.89, where the sweep had them
-		// level (67.87-68.16 against 67.87-68.06; an H100 sweep 91.01 against
-		// 94.18-94.27), so launches past pairL2s keep four and the hint.
+		// up to 8 Ki bf16 (blocks of up to maxBlockThreads) hold two
+		// accesses a thread too, with the hint where the launch outgrows L2
+		// (below). Until the twenty-sixth session, rows of up to 4 Ki bf16
+		// in launches of up to four L2s held two without the hint (in the
+		// eighth session's sweeps the hint lost with two accesses) and all
+		// others four with it. torch.compile's looped reduction (512
+		// threads a row, 8-byte reads, the row read again from L2) was then
+		// 1-2% ahead at 7168 and 8192 wide. kittens bench, old and new
+		// alternating four times, µs (H200 / H100): rmsnorm 16384x2048
+		// 36.77-37.06 -> 36.16-36.26 / 49.60-50.08 -> 49.18-49.54, 4096x4096
+		// 21.41-21.57 -> 20.58-20.77 / 27.33-27.65 -> 26.82-27.17,
+		// 16384x4096 68.10-68.35 -> 66.59-66.72 / 93.76-94.27 ->
+		// 93.31-93.50, 4096x7168 32.90-33.12 -> 31.65-31.78 / 44.10-44.70
+		// -> 43.36-43.68, 16384x7168 114.14-114.40 -> 112.99-113.31 /
+		// 159.87-160.22 -> 158.78-159.14, 4096x8192 36.61-37.02 ->
+		// 36.13-36.38 / 50.05-50.18 -> 49.28-49.63, 16384x8192
+		// 129.38-129.66 -> 128.96-129.06 / 181.89-182.11 -> 181.22-181.41,
+		// rmsnorm_pad 16384x2880 50.50-51.14 -> 49.86-50.14 / 69.92-70.14 ->
+		// 69.57-69.82; the launches that fit L2 (4096x2048, rmsnorm_pad
+		// 4096x2880) kept their configs.
 		c.perThread = maxPerThread
 		switch {
 		case s.rows <= sms:
@@ -277,8 +281,8 @@ func pickConfig(p cuda.Props, s rowShape) config {
 			c.perThread = 2
 		case s.twoPass:
 			c.reload = true
-		case !s.cachesTwo && accesses <= layerStrideAccesses && s.bytesMoved() <= pairL2s*int64(p.L2Bytes):
-			c.perThread, unhinted = 2, true
+		case !s.cachesTwo && !s.fused && accesses <= 2*maxBlockThreads:
+			c.perThread = 2
 		}
 		c.threads = max(intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32), 64)
 		c.bound = c.threads
@@ -314,7 +318,7 @@ func pickConfig(p cuda.Props, s rowShape) config {
 	// Fused RMS rows take it whatever their size: on the H200 (two sweeps)
 	// fused_add_rmsnorm 1x7168 4.91 µs against 5.03, 32x7168 5.15 against
 	// 5.31, 16384x128 (one access a thread) 8.64 against 8.78.
-	c.hint = !unhinted && (c.waves || c.prefetch) && c.vec > 1 && (s.bytesMoved() > int64(p.L2Bytes) || (s.fused && !s.twoPass))
+	c.hint = (c.waves || c.prefetch) && c.vec > 1 && (s.bytesMoved() > int64(p.L2Bytes) || (s.fused && !s.twoPass))
 	c.onePass = s.twoPass && s.elemSize == 2 && !c.looped
 	return c
 }

@@ -66,6 +66,8 @@ func BenchmarkSweep(b *testing.B) {
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 1, 8192, 2, false},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 8192, 2, false},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 8192, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 7168, 2, false},
+		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 7168, 2, false},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 4096, 2, false},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 4096, 2048, 2, false},
 		{"rmsnorm", opRMS, addNone, weightPlain, false, 16384, 2048, 2, false},
