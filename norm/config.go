@@ -252,7 +252,7 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// 5.15 µs; 1x8192: 4.99 µs with 512 x 2 against 5.15 with 256 x 4
 		// (an empty kernel: 3.30 µs on the same H200).
 		//
-		// Rows of one row read and one reduction (RMSNorm, L2 forward) of
+		// Rows of one reduction (RMSNorm, fused or not, and L2 forward) of
 		// up to 8 Ki bf16 (blocks of up to maxBlockThreads) hold two
 		// accesses a thread too, with the hint where the launch outgrows L2
 		// (below). Until the twenty-sixth session, rows of up to 4 Ki bf16
@@ -272,7 +272,13 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// 129.38-129.66 -> 128.96-129.06 / 181.89-182.11 -> 181.22-181.41,
 		// rmsnorm_pad 16384x2880 50.50-51.14 -> 49.86-50.14 / 69.92-70.14 ->
 		// 69.57-69.82; the launches that fit L2 (4096x2048, rmsnorm_pad
-		// 4096x2880) kept their configs.
+		// 4096x2880) kept their configs. Fused RMS rows of 4-8 Ki bf16 took
+		// two accesses too (they had four): fused_add_rmsnorm 4096x7168
+		// 60.06-60.51 -> 59.78-60.06 / 82.56-82.88 -> 82.50-82.66,
+		// 16384x7168 223.55-224.00 -> 222.30-222.78 / 314.11-314.50 ->
+		// 313.70-313.86, 4096x8192 68.00-68.22 -> 67.71-68.03 / level,
+		// 16384x8192 254.88-255.36 -> 253.98-254.40 / 358.11-358.59 ->
+		// 357.82-358.24 (four rounds each).
 		c.perThread = maxPerThread
 		switch {
 		case s.rows <= sms:
@@ -281,7 +287,7 @@ func pickConfig(p cuda.Props, s rowShape) config {
 			c.perThread = 2
 		case s.twoPass:
 			c.reload = true
-		case !s.cachesTwo && !s.fused && accesses <= 2*maxBlockThreads:
+		case !s.cachesTwo && accesses <= 2*maxBlockThreads:
 			c.perThread = 2
 		}
 		c.threads = max(intmath.RoundUp(intmath.CeilDiv(accesses, c.perThread), 32), 64)
