@@ -254,8 +254,8 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		//
 		// Rows of one reduction (RMSNorm, fused or not, and L2 forward) of
 		// up to 8 Ki bf16 (blocks of up to maxBlockThreads) hold two
-		// accesses a thread too, with the hint where the launch outgrows L2
-		// (below). Until the twenty-sixth session, rows of up to 4 Ki bf16
+		// accesses a thread too, with the hint as below (where the launch
+		// outgrows L2, and on fused rows always). Until the twenty-sixth session, rows of up to 4 Ki bf16
 		// in launches of up to four L2s held two without the hint (in the
 		// eighth session's sweeps the hint lost with two accesses) and all
 		// others four with it. torch.compile's looped reduction (512
