@@ -255,10 +255,10 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		// Rows of one reduction (RMSNorm, fused or not, and L2 forward) of
 		// up to 8 Ki bf16 (blocks of up to maxBlockThreads) hold two
 		// accesses a thread too, with the hint as below (where the launch
-		// outgrows L2, and on fused rows always). Until the twenty-sixth session, rows of up to 4 Ki bf16
-		// in launches of up to four L2s held two without the hint (in the
-		// eighth session's sweeps the hint lost with two accesses) and all
-		// others four with it. torch.compile's looped reduction (512
+		// outgrows L2, and on fused rows always). Until the twenty-sixth
+		// session, rows of up to 4 Ki bf16 in launches of up to four L2s
+		// held two without the hint (in the eighth session's sweeps the
+		// hint lost with two accesses) and all others four with it. torch.compile's looped reduction (512
 		// threads a row, 8-byte reads, the row read again from L2) was then
 		// 1-2% ahead at 7168 and 8192 wide. kittens bench, old and new
 		// alternating four times, µs (H200 / H100): rmsnorm 16384x2048
@@ -283,7 +283,7 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		switch {
 		case s.rows <= sms:
 			c.perThread = min(intmath.CeilDiv(accesses, latencyThreads), maxPerThread)
-		case s.fused && accesses <= layerStrideAccesses:
+		case s.twoPass && s.fused && accesses <= layerStrideAccesses:
 			c.perThread = 2
 		case s.twoPass:
 			c.reload = true
