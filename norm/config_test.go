@@ -275,4 +275,40 @@ func checkConfig(t *testing.T, p cuda.Props, s rowShape, c config) {
 	if c.waves && (c.prefetch || c.grid*c.threads/threadsPerRow < s.rows) {
 		fail("waves whose grid does not give every row its own group")
 	}
+	if c.waves && c.group == 0 && c.grid != s.rows {
+		fail("waves of a block per row whose grid is not the rows (FULL kernels drop the row check)")
+	}
+}
+
+// TestKernelKeyFull checks which specializations issue a row's loads
+// without conditions (full) and which form x·w early.
+func TestKernelKeyFull(t *testing.T) {
+	cases := []struct {
+		name        string
+		k           kernelKey
+		rows, n     int
+		full, early bool
+	}{
+		{"LayerNorm 7168: 224 threads x 4 accesses cover the row",
+			kernelKey{op: opLayer, weight: weightPlain, bias: true}, 4096, 7168, true, false},
+		{"RMSNorm 7168: a block per row forms x·w early, keeps its conditions",
+			kernelKey{op: opRMS, weight: weightPlain}, 4096, 7168, false, true},
+		{"RMSNorm 128: groups form x·w early and go without conditions",
+			kernelKey{op: opRMS, weight: weightPlain}, 65536, 128, true, true},
+		{"L2Norm 64: no weights", kernelKey{op: opRMS}, 65536, 64, true, false},
+		{"RMSNorm 120: the last lane of 8 holds one access of two",
+			kernelKey{op: opRMS, weight: weightPlain}, 8500, 120, false, true},
+		{"LayerNorm 127: the last access is partial",
+			kernelKey{op: opLayer, weight: weightPlain, bias: true}, 65, 127, false, false},
+		{"LayerNorm 2880: 192 threads x 2 accesses overrun 360",
+			kernelKey{op: opLayer, weight: weightPlain, bias: true}, 4096, 2880, false, false},
+		{"looped rows", kernelKey{op: opLayer, weight: weightPlain, bias: true}, 3, 65536, false, false},
+	}
+	for _, tc := range cases {
+		c := pickConfig(propsH100, rowShape{rows: tc.rows, n: tc.n, elemSize: 2, twoPass: tc.k.op == opLayer, vector: true})
+		k := tc.k.withConfig(c, tc.n)
+		if k.full != tc.full || k.early != tc.early {
+			t.Errorf("%s: %+v gives full %v, early %v; want %v, %v", tc.name, c, k.full, k.early, tc.full, tc.early)
+		}
+	}
 }

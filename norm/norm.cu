@@ -70,8 +70,10 @@
 // before reducing this one); WAVES (norm_rows serves one row per group);
 // RELOAD (norm_rows loads weights and biases for each row); HINT (row reads
 // ask L2 to evict them last); ONEPASS (16-bit LayerNorm statistics in one
-// pass); LOOPED (which entry this build holds); CACHE; THREADS (the block
-// bound); PAD (rows are zero-padded to n_out > n); STATS (rstd_out or
+// pass); FULL (norm_rows: every lane holds VPT whole accesses of the row,
+// so its loads need no conditions); EARLY (norm_rows forms RMSNorm's x·w
+// before the reduction); LOOPED (which entry this build holds); CACHE;
+// THREADS (the block bound); PAD (rows are zero-padded to n_out > n); STATS (rstd_out or
 // mean_out is given). The last two keep an unpadded launch without
 // statistics free of the checks after its stores (a dozen instructions a
 // warp, in a kernel of a few hundred where rows are short).
@@ -520,11 +522,7 @@ KI void write_stats(const RowStats& st, float* rstd_out, float* mean_out, i64 ro
       i64 ldx, i64 ldx2, float eps, float denom, float rdenom
 
 #if !LOOPED
-// EARLY: norm_rows forms RMSNorm's x·w before the row's reduction, where
-// the weights sit in registers (not reloaded per row) and a thread holds
-// at most two accesses. With four (blocks of many long rows) it lost on an
-// H200: rmsnorm 4096x4096 +1.7%, rmsnorm_pad 4096x2880 +4.4%.
-#define EARLY (KIND == OP_RMS && WEIGHT != 0 && !RELOAD && VPT <= 2)
+static_assert(!EARLY || (KIND == OP_RMS && WEIGHT != 0 && !RELOAD), "EARLY is for RMS rows with weights in registers");
 
 extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
   wait_prior_grids();
@@ -550,12 +548,19 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
   // stays busy through the reduction. A row past the end has pointers too,
   // never dereferenced: computed once, outside the conditions, they cost a
   // few instructions instead of a copy in each predicated access.
+  //
+  // With FULL every access a lane holds lies in the row, so the loads go
+  // without a per-access condition; a block that owns a row in WAVES
+  // (GROUP = 0) always has one too, since the grid is then the rows. Its
+  // loads then issue back to back, where each condition had made a branch
+  // of its own between them. (Groups keep the row condition; see
+  // kernelKey.withConfig.)
   auto load_row = [&](i64 rw, Inputs (&in)[VPT]) {
     const Elem *xr = x + rw * ldx, *x2r = x2 + rw * ldx2;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       const int i = lane + k * threads;
-      if (rw < rows && i < accesses) {
+      if (((FULL && WAVES && GROUP == 0) || rw < rows) && (FULL || i < accesses)) {
         load_inputs(xr, x2r, i, n, in[k]);
       } else {
         in[k].x.zero();
@@ -611,7 +616,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #if ADD != 0
 #pragma unroll
     for (int k = 0; k < VPT; ++k)
-      if (live && lane + k * threads < accesses) store_held(ror, lane + k * threads, n, h[k]);
+      if (live && (FULL || lane + k * threads < accesses)) store_held(ror, lane + k * threads, n, h[k]);
 #endif
 #if PREFETCH
     load_row(row + step, cur);  // the next row, in flight during this one's reductions
@@ -641,7 +646,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
       float c2 = 0.f;
 #pragma unroll
       for (int k = 0; k < VPT; ++k)
-        if (live && lane + k * threads < accesses) c2 += centred_squares(h[k], lane + k * threads, n, mean);
+        if (live && (FULL || lane + k * threads < accesses)) c2 += centred_squares(h[k], lane + k * threads, n, mean);
       return c2;
     });
 
@@ -662,7 +667,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
       launder(h[k]), launder(ck.w), launder(ck.b);
       finish(h[k], h2[k], ck, st, o);
 #endif
-      if (live && i < accesses) store_access(yr, i, n, o);
+      if (live && (FULL || i < accesses)) store_access(yr, i, n, o);
     }
 #if PAD
     if (live) zero_pad(yr, lane, threads, n, n_out);
