@@ -60,6 +60,9 @@ type spec struct {
 	// EvictLast: the 16-byte and bulk reads of x carry an L2 evict-last
 	// policy (load16_evict_last in kittens.cuh, bulk_load<true> in tile.cuh).
 	EvictLast bool
+	// Full: each block's (or lane group's) share of a row is exactly its
+	// register tile, so the tile's loads go without conditions (FULL).
+	Full bool
 }
 
 // pickConfig chooses the launch for m rows of n elements of dtype dt,
@@ -114,6 +117,9 @@ func pickRegister(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 		block = min(block, maxT)
 		c := config{spec: spec{DType: dt, Vec: vec, NVec: intmath.CeilDiv(vecs, g), Group: g, Prefetch: true}, Block: block, Cluster: 1, Chunk: n}
 		c.MaxT = smallBlock
+		// FULL (see below): 4096x128 bf16 4.73 -> 4.60 / 4.96 -> 4.87,
+		// 65536x128 13.16 -> 13.10 / 16.47 -> 16.33 µs.
+		c.Full = n == g*c.NVec*vec
 		c.Grid = intmath.CeilDiv(m, block/g)
 		return c
 	}
@@ -171,6 +177,15 @@ func pickRegister(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 	c.Block = min(max(intmath.CeilDiv(threads, 32)*32, 32), maxT)
 	c.MaxT = launchBound(c.Block)
 	c.Prefetch = cl == 1 && !c.Stream && c.NVec*c.Vec*size <= maxRowBytes/2
+	// FULL where the tiles hold the row exactly: the loads go without a
+	// condition each, back to back (kittens bench, eight rounds alternating,
+	// each process's draw of the two speeds taken out, µs, H200 / H100):
+	// 16x32768 bf16 (clusters of 4) 6.78 -> 6.54 / 7.30 -> 7.08. Not where a
+	// block prefetches its next row: freed of the branches, ptxas moved
+	// those loads, whose use lies past the block's barrier, up to the
+	// barrier (H200 4096x4096 21.44 -> 21.58, as rmsnorm's early weights in
+	// norm/launch.go).
+	c.Full = !c.Stream && !c.Prefetch && n%vec == 0 && n == cl*c.Chunk && c.Chunk == c.Block*c.NVec*vec
 	c.Grid = m * cl
 	c.Smem = scratchStats * statBytes
 	return c

@@ -66,6 +66,9 @@
 #ifndef EVICT_LAST
 #define EVICT_LAST 0 // 16-byte and bulk reads of x ask L2 to evict their lines last
 #endif
+#ifndef FULL
+#define FULL 0 // every block's share of a row is exactly one register tile (resident path)
+#endif
 
 typedef DTYPE T;
 constexpr int V = VEC, R = NVEC, G = GROUP;
@@ -147,11 +150,16 @@ KI int col(int base, int lanes, int lane, int r) { return base + (r * lanes + la
 // evict the line last (load16_evict_last: a coherent load, y may be x).
 KI VecBits vload(const T* p) { return load_hinted<EVICT_LAST != 0, VecBits>(p); }
 
+// With Whole the tile lies inside the row (FULL, resident path): its loads
+// go without conditions, back to back, where each condition made a branch
+// of its own between them; a group past the last row reads the last row
+// (clamped by the caller) and stores nothing.
+template <bool Whole>
 KI void fetch(const T* row, int base, int lanes, int lane, int end, Raw& raw) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int c = col(base, lanes, lane, r);
-    if (c + V <= end) {
+    if (Whole || c + V <= end) {
       raw.v[r].bits = vload(row + c);
     } else {
 #pragma unroll
@@ -161,11 +169,12 @@ KI void fetch(const T* row, int base, int lanes, int lane, int end, Raw& raw) {
 }
 
 // unpack converts a fetched tile to values (x·scale in fp32), −inf past end.
+template <bool Whole>
 KI void unpack(const Raw& raw, int base, int lanes, int lane, int end, float scale, float (&v)[E]) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int c = col(base, lanes, lane, r);
-    if (c + V <= end) {
+    if (Whole || c + V <= end) {
 #pragma unroll
       for (int i = 0; i < V; ++i) v[r * V + i] = to_float(raw.v[r].e[i]) * scale;
     } else {
@@ -177,11 +186,12 @@ KI void unpack(const Raw& raw, int base, int lanes, int lane, int end, float sca
 
 // load_tile is fetch then unpack in one step, for tiles used at once: no raw
 // copy stays live, which saves the registers of the largest tiles.
+template <bool Whole>
 KI void load_tile(const T* row, int base, int lanes, int lane, int end, float scale, float (&v)[E]) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int c = col(base, lanes, lane, r);
-    if (c + V <= end) {
+    if (Whole || c + V <= end) {
       Vec u;
       u.bits = vload(row + c);
 #pragma unroll
@@ -277,7 +287,7 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       const int end = row <= rowmax ? w.begin + w.share : w.begin;
       Stat own{-kinf(), 0.f};
       for (int b = w.begin; b < end; b += tile) {
-        load_tile(xr, b, w.lanes, w.lane, end, scale, v);
+        load_tile<false>(xr, b, w.lanes, w.lane, end, scale, v);
         float m = own.m;
 #pragma unroll
         for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
@@ -290,7 +300,7 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       const Stat all = merge_all(own, scratch, it);
       const float ms = safe(all.m), inv = 1.f / all.s;
       for (int b = w.begin; b < end; b += tile) {
-        load_tile(xr, b, w.lanes, w.lane, end, scale, v);
+        load_tile<false>(xr, b, w.lanes, w.lane, end, scale, v);
 #pragma unroll
         for (int i = 0; i < E; ++i) v[i] = expo(v[i] - ms) * inv;
         store_tile(yr, b, w.lanes, w.lane, end, v);
@@ -301,7 +311,7 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
     Raw raw;
     if (w.first < w.units) {
       const int row = w.first * w.per + w.sub;
-      fetch(x + (i64)min(row, rowmax) * ldx, w.begin, w.lanes, w.lane, row <= rowmax ? w.begin + w.share : 0, raw);
+      fetch<FULL>(x + (i64)min(row, rowmax) * ldx, w.begin, w.lanes, w.lane, row <= rowmax ? w.begin + w.share : 0, raw);
     }
 #endif
     for (int u = w.first; u < w.units; u += w.step, ++it) {
@@ -309,12 +319,12 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       const i64 r = min(row, rowmax);
       const int end = row <= rowmax ? w.begin + w.share : 0;
 #if PREFETCH
-      unpack(raw, w.begin, w.lanes, w.lane, end, scale, v);
+      unpack<FULL>(raw, w.begin, w.lanes, w.lane, end, scale, v);
       const int next = (u + w.step) * w.per + w.sub;
       if (u + w.step < w.units)
-        fetch(x + (i64)min(next, rowmax) * ldx, w.begin, w.lanes, w.lane, next <= rowmax ? w.begin + w.share : 0, raw);
+        fetch<FULL>(x + (i64)min(next, rowmax) * ldx, w.begin, w.lanes, w.lane, next <= rowmax ? w.begin + w.share : 0, raw);
 #else
-      load_tile(x + r * ldx, w.begin, w.lanes, w.lane, end, scale, v);
+      load_tile<FULL>(x + r * ldx, w.begin, w.lanes, w.lane, end, scale, v);
 #endif
       Stat own{-kinf(), 0.f};
 #pragma unroll

@@ -124,7 +124,7 @@ func (sp spec) defines() []string {
 			"EVICT_LAST": b2i(sp.EvictLast)})
 	}
 	return jit.Defines(map[string]any{"DTYPE": sp.dtypeName(), "VEC": sp.Vec, "NVEC": sp.NVec, "GROUP": sp.Group,
-		"MAXT": sp.MaxT, "PREFETCH": b2i(sp.Prefetch), "EVICT_LAST": b2i(sp.EvictLast)})
+		"MAXT": sp.MaxT, "PREFETCH": b2i(sp.Prefetch), "EVICT_LAST": b2i(sp.EvictLast), "FULL": b2i(sp.Full)})
 }
 
 func b2i(b bool) int {

@@ -248,6 +248,15 @@ func checkInvariants(t *testing.T, p cuda.Props, m, n int, c config) {
 	if c.Prefetch && (c.Cluster > 1 || c.Stream) {
 		fail("prefetch needs one block per unit and a resident tile")
 	}
+	lanes := c.Block
+	if c.Group > 0 {
+		lanes = c.Group
+	}
+	if exact := !c.Stream && n == c.Cluster*c.Chunk && c.Chunk == lanes*c.NVec*c.Vec; c.Full && !exact {
+		fail("FULL where the tiles do not hold the row exactly (its loads would run past it)")
+	} else if exact != c.Full && !(c.Group == 0 && c.Prefetch) {
+		fail("FULL is %v where the tiles hold the row exactly: %v", c.Full, exact)
+	}
 	if c.Group > 0 {
 		if c.Cluster != 1 || c.Stream || c.Group*c.NVec*c.Vec < n || c.Block%c.Group != 0 {
 			fail("short-row config does not hold its row")
