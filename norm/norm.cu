@@ -73,8 +73,8 @@
 // pass); FULL (norm_rows: every lane holds VPT whole accesses of the row,
 // so its loads need no conditions); EARLY (norm_rows forms RMSNorm's x·w
 // before the reduction); LOOPED (which entry this build holds); CACHE;
-// THREADS (the block bound); PAD (rows are zero-padded to n_out > n); STATS (rstd_out or
-// mean_out is given). The last two keep an unpadded launch without
+// THREADS (the block bound); PAD (rows are zero-padded to n_out > n); STATS
+// (rstd_out or mean_out is given). The last two keep an unpadded launch without
 // statistics free of the checks after its stores (a dozen instructions a
 // warp, in a kernel of a few hundred where rows are short).
 #include "kittens.cuh"

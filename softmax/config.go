@@ -119,7 +119,7 @@ func pickRegister(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 		c.MaxT = smallBlock
 		// FULL (see below): 4096x128 bf16 4.73 -> 4.60 / 4.96 -> 4.87,
 		// 65536x128 13.16 -> 13.10 / 16.47 -> 16.33 µs.
-		c.Full = n == g*c.NVec*vec
+		c.Full = c.tilesHoldRow(n)
 		c.Grid = intmath.CeilDiv(m, block/g)
 		return c
 	}
@@ -185,10 +185,21 @@ func pickRegister(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 	// those loads, whose use lies past the block's barrier, up to the
 	// barrier (H200 4096x4096 21.44 -> 21.58, as rmsnorm's early weights in
 	// norm/launch.go).
-	c.Full = !c.Stream && !c.Prefetch && n%vec == 0 && n == cl*c.Chunk && c.Chunk == c.Block*c.NVec*vec
+	c.Full = c.tilesHoldRow(n) && !c.Prefetch
 	c.Grid = m * cl
 	c.Smem = scratchStats * statBytes
 	return c
+}
+
+// tilesHoldRow reports whether every block's (or lane group's) share of a
+// row of n is exactly its register tile, so that no load of the tile runs
+// past the row (FULL in softmax.cu).
+func (c config) tilesHoldRow(n int) bool {
+	lanes := c.Block
+	if c.Group > 0 {
+		lanes = c.Group
+	}
+	return !c.Stream && n == c.Cluster*c.Chunk && c.Chunk == lanes*c.NVec*c.Vec
 }
 
 // Limits of the bulk path (softmax_bulk).
