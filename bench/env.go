@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gokittens/kittens/cuda"
@@ -29,7 +31,30 @@ type Env struct {
 	// Dependent: in those graphs our kernels were dependent launches
 	// (Options.Dependent).
 	Dependent bool `json:"dependent_launch,omitempty"`
+	// Floors: each run's launch floor, in run order (one for a run; Merge
+	// joins the runs'); older runs' JSON lacks them.
+	Floors []LaunchFloor `json:"floors,omitempty"`
 }
+
+// LaunchFloor is one run's launch floor (see Floor): an empty kernel timed
+// as the cases in our process and, where the run compared with PyTorch, in
+// PyTorch's, each before the side's first case and after its last.
+type LaunchFloor struct {
+	Ours  FloorSpan `json:"ours"`
+	Torch FloorSpan `json:"torch,omitzero"`
+}
+
+// FloorSpan is one process's launch floor before its first case and after
+// its last, in µs (0: not measured). In the twenty-eighth session a
+// process's floor mostly held, but PyTorch's rose by 0.16-0.19 µs between
+// the two in 2 of 5 processes on an H200.
+type FloorSpan struct {
+	StartUS float64 `json:"start_us,omitempty"`
+	EndUS   float64 `json:"end_us,omitempty"`
+}
+
+// String is "start → end" in µs, with a dash for what was not measured.
+func (f FloorSpan) String() string { return num("%.2f", f.StartUS) + " → " + num("%.2f", f.EndUS) }
 
 // CPUOnly reports whether the results came from the host path alone.
 func (e Env) CPUOnly() bool { return e.Device == "" }
@@ -95,6 +120,27 @@ func (e Env) String() string {
 	if e.Graph > 0 {
 		s += " · " + e.graphLine()
 	}
+	if len(e.Floors) > 0 {
+		s += " · launch floor " + e.floorLine()
+	}
+	return s
+}
+
+// floorLine lists the runs' launch floors, ours then PyTorch's.
+func (e Env) floorLine() string {
+	var ours, torch []string
+	for _, f := range e.Floors {
+		ours = append(ours, f.Ours.String())
+		if f.Torch != (FloorSpan{}) {
+			torch = append(torch, f.Torch.String())
+		} else {
+			torch = append(torch, dash)
+		}
+	}
+	s := "ours " + strings.Join(ours, ", ") + " µs"
+	if slices.ContainsFunc(e.Floors, func(f LaunchFloor) bool { return f.Torch != FloorSpan{} }) {
+		s += ", PyTorch's " + strings.Join(torch, ", ") + " µs"
+	}
 	return s
 }
 
@@ -111,6 +157,13 @@ func (e Env) Table() *Table {
 	}
 	if e.Graph > 0 {
 		t.Add("timing", e.graphLine())
+	}
+	if len(e.Floors) > 0 {
+		what := "an empty kernel timed as the cases, before the first and after the last"
+		if len(e.Floors) > 1 {
+			what += ", each run's"
+		}
+		t.Add("launch floor", e.floorLine()+" ("+what+")")
 	}
 	return t
 }

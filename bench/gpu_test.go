@@ -45,6 +45,7 @@ func TestTorchOnGPU(t *testing.T) {
 		{ID: "missing", Op: "kittens_test_no_such_builder", Args: map[string]any{}, NoCompile: true},
 		{ID: "scale in graphs", Op: "kittens_test_scale", Args: map[string]any{"rows": 256, "cols": 256, "dtype": "bf16"}, Sets: 2, Graph: 4},
 		{ID: "scale in PDL graphs", Op: "kittens_test_scale", Args: map[string]any{"rows": 256, "cols": 256, "dtype": "bf16"}, Sets: 2, Graph: 4, PDL: true},
+		bench.FloorRequest("floor", bench.Options{Runs: 50}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +57,9 @@ func TestTorchOnGPU(t *testing.T) {
 		if r := res[id]; r.Error != "" || r.EagerUS <= 0 || r.CompileUS <= 0 {
 			t.Errorf("%s: %+v", id, r)
 		}
+	}
+	if r := res["floor"]; r.Error != "" || r.EagerUS <= 0 || r.EagerUS > 50 || r.CompileUS != 0 {
+		t.Errorf("floor: %+v, want an eager time of a few µs", r)
 	}
 	if r := res["missing"]; !strings.Contains(r.Error, "no torch builder") {
 		t.Errorf("missing: %+v, want an error naming the builder", r)
@@ -82,6 +86,24 @@ func TestCopyAt(t *testing.T) {
 		}
 		t.Logf("copy moving %5d MiB: %5.0f GB/s (%3.0f%% of the 1 GiB copy)", moved>>20, gbs, 100*gbs/ceiling)
 	}
+}
+
+// TestFloor times the launch floor alone and in graphs: a few µs alone,
+// less in graphs, where a replay pays the launch once.
+func TestFloor(t *testing.T) {
+	dev := gputest.Device(t)
+	alone, err := bench.Floor(dev, bench.Options{Runs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inGraphs, err := bench.Floor(dev, bench.Options{Runs: 50, Graph: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone.MedianUS <= 0 || alone.MedianUS > 50 || alone.Sets != 1 || inGraphs.MedianUS <= 0 || inGraphs.MedianUS >= alone.MedianUS {
+		t.Errorf("launch floor %+v alone, %+v in graphs", alone, inGraphs)
+	}
+	t.Logf("launch floor: %.3f µs alone, %.3f in graphs of %d", alone.MedianUS, inGraphs.MedianUS, inGraphs.Graph)
 }
 
 // TestMeasureInGraphs times a memset inside CUDA graphs: the launches per

@@ -12,7 +12,8 @@
 // small kernel takes alone depends on the process and its stream: on an
 // H200, 11 of 25 processes that timed on the legacy default stream ran the
 // small cases about 0.2 µs faster than the rest, and none of 16 that timed
-// on a stream of their own (PERFORMANCE.md, twenty-fifth session).
+// on a stream of their own (PERFORMANCE.md, twenty-fifth session). An empty
+// kernel shows the same two speeds (Floor), so a run reports its floor.
 package bench
 
 import (
@@ -21,6 +22,7 @@ import (
 	"slices"
 
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/registry"
 )
 
@@ -163,6 +165,35 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 	if r.MedianUS > 0 {
 		r.GBs = float64(b.Bytes) / (r.MedianUS * 1e3)
 		r.TFLOPs = float64(b.Flops) / (r.MedianUS * 1e6)
+	}
+	return r, nil
+}
+
+// Floor times a kernel that does nothing (one block of 32 threads) as
+// Measure times a case with opt: the launch floor under every case
+// this process times. Each process draws it: on one H200 (twenty-eighth
+// session), 24 processes ran the empty kernel at 3.39-3.46 µs (10 of them)
+// or at 3.55-3.65 µs (14), and their rmsnorm 128x128 at 4.03-4.10 and
+// 4.22-4.35 µs, while a chain of dependent loads took as long in both;
+// within a process the floor held through a reloaded module and fresh
+// buffers, and the clocks stayed at 1980 MHz. It is the GPU's cost of a
+// launch and its events, not a kernel's: a report gives each run's floors,
+// ours and PyTorch's process's, before the first case and after the last
+// (Env.Floors), since a process may also change speed as it runs.
+func Floor(dev *cuda.Device, opt Options) (Result, error) {
+	f, err := jit.Get(dev, jit.Kernel{File: "bench/spin.cu", Source: spinSrc, Entry: "empty", Dependent: opt.Dependent})
+	if err != nil {
+		return Result{}, err
+	}
+	run := func(s *cuda.Stream) error {
+		return f.Launch(cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(32), Stream: s}, cuda.NewArgs())
+	}
+	b := registry.Bench{Name: "empty kernel", New: func(*cuda.Device, *rand.Rand) (registry.Instance, error) {
+		return registry.Instance{Run: run}, nil
+	}}
+	r, err := Measure(dev, b, opt)
+	if err != nil {
+		return Result{}, fmt.Errorf("bench: launch floor: %w", err)
 	}
 	return r, nil
 }

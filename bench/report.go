@@ -291,6 +291,7 @@ too.`
 	methodDefaultStream = ` Ours and PyTorch's launches, and the copies, are timed on the legacy default stream, PyTorch's current stream and our ops' default.`
 	methodOwnStream     = ` These runs timed ours on a stream of their own and PyTorch's on the legacy default stream, its current stream.`
 	methodStreams       = ` How long a small kernel takes alone depends on the process and its stream: on an H200, 11 of 25 processes that timed on the legacy default stream ran the small cases about 0.2 µs faster than the others, and none of 16 that timed on a stream of their own (4 fell in between).`
+	methodFloor         = ` An empty kernel shows the same two speeds (on one H200, 3.39-3.46 µs in 10 processes and 3.55-3.65 µs in 14), and a process may change speed as it runs (PyTorch's rose by 0.16-0.19 µs in 2 of 5 on an H200), so each side times one as it times the cases, before its first case and after its last: the "launch floor" above. A small case moves with its process's floor; where the two sides' floors differ, so does the ratio of their small cases.`
 	methodGraph         = ` Every case, ours and PyTorch's, ran inside a CUDA graph: at least %d launches, a whole number of rotations over the input sets, were captured into one graph, each timed run replayed it, and the time per launch is the replay's divided by their number. The GPU then starts each kernel as the one before it ends, as in a serving engine's decode graph, so small kernels take less than one timed alone.`
 	methodDependent     = ` Our launches in those graphs were programmatic dependent launches: each kernel may start while the one before it runs, and waits for it on the GPU before it touches memory. torch.compile's kernels were compiled with Inductor's ` + "`triton.enable_pdl`" + `, which launches them the same way; eager PyTorch's kernels have no such option.`
 	methodRepeated      = `Cases measured in several runs (` + "`kittens report`" + ` merging runs that repeat them) show the median
@@ -339,6 +340,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			b.WriteString(methodOwnStream)
 		}
 		b.WriteString(methodStreams)
+		if len(r.Env.Floors) > 0 {
+			b.WriteString(methodFloor)
+		}
 		if r.Env.Graph > 0 {
 			b.WriteString(fmt.Sprintf(methodGraph, r.Env.Graph))
 			if r.Env.Dependent {
@@ -449,6 +453,7 @@ func Merge(reps ...*Report) (*Report, error) {
 		return nil, fmt.Errorf("bench: no reports to merge")
 	}
 	out := &Report{Env: reps[0].Env}
+	out.Env.Floors = nil // each run's, appended below
 	type key struct{ op, name string }
 	groups := map[key][]Entry{}
 	var order []key
@@ -471,6 +476,7 @@ func Merge(reps ...*Report) (*Report, error) {
 			out.Env.Date = r.Env.Date
 		}
 		out.Env.L2Reset = out.Env.L2Reset && r.Env.L2Reset
+		out.Env.Floors = append(out.Env.Floors, r.Env.Floors...)
 		for _, e := range r.Entries {
 			k := key{e.Op, e.Case}
 			if _, ok := groups[k]; !ok {

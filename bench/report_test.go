@@ -251,3 +251,46 @@ func TestCUDAVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestLaunchFloors: a run's launch floors, ours and PyTorch's, head its
+// text and markdown with the method's note, survive JSON, and merged runs
+// list each run's in run order.
+func TestLaunchFloors(t *testing.T) {
+	run := func(ours, torch FloorSpan) *Report {
+		r := fixedReport()
+		r.Env.Floors = []LaunchFloor{{Ours: ours, Torch: torch}}
+		return r
+	}
+	one := roundTrip(t, run(FloorSpan{3.42, 3.44}, FloorSpan{3.61, 3.40}))
+	var text, md bytes.Buffer
+	if err := one.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if want := " · launch floor ours 3.42 → 3.44 µs, PyTorch's 3.61 → 3.40 µs\n"; !strings.Contains(text.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, text.String())
+	}
+	for _, want := range []string{
+		"| launch floor | ours 3.42 → 3.44 µs, PyTorch's 3.61 → 3.40 µs (an empty kernel timed as the cases, before the first and after the last) |",
+		"An empty kernel shows the same two speeds"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	m, err := Merge(one, run(FloorSpan{3.58, 3.6}, FloorSpan{}), run(FloorSpan{3.45, 0}, FloorSpan{3.5, 3.52}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.Env.floorLine(), "ours 3.42 → 3.44, 3.58 → 3.60, 3.45 → — µs, PyTorch's 3.61 → 3.40, —, 3.50 → 3.52 µs"; got != want {
+		t.Errorf("merged floors %q, want %q", got, want)
+	}
+	if got, want := run(FloorSpan{3.5, 3.51}, FloorSpan{}).Env.floorLine(), "ours 3.50 → 3.51 µs"; got != want {
+		t.Errorf("without PyTorch: %q, want %q", got, want)
+	}
+	md.Reset()
+	if err := fixedReport().WriteMarkdown(&md); err != nil || strings.Contains(md.String(), "launch floor") {
+		t.Errorf("a run without floors speaks of them (%v):\n%s", err, md.String())
+	}
+}

@@ -63,6 +63,17 @@ func TorchRequestFor(id string, b registry.Bench, r Result) (TorchRequest, bool)
 	return TorchRequest{ID: id, Op: b.Torch.Op, Args: b.Torch.Args, Sets: r.Sets, Runs: r.Runs, Graph: r.Graph, PDL: r.Dependent}, true
 }
 
+// floorOp is torch_base.py's builder of the launch floor (FloorRequest).
+const floorOp = "_empty_kernel"
+
+// FloorRequest returns the request that times PyTorch's launch floor as
+// Floor times ours with opt: torch.cuda._sleep(0), a kernel that does next
+// to nothing, one launch at a time or in graphs as opt says, eager only.
+func FloorRequest(id string, opt Options) TorchRequest {
+	opt.defaults()
+	return TorchRequest{ID: id, Op: floorOp, NoCompile: true, Sets: 1, Runs: opt.Runs, Graph: opt.Graph}
+}
+
 // TorchScript returns the Python program Torch runs: the harness
 // (torch_base.py), every family's snippet of builders, then the call of main.
 func TorchScript() string {

@@ -93,6 +93,13 @@ MAX_SPIN_S = 0.05
 _libcuda = None
 
 
+@builder("_empty_kernel")
+def empty_kernel(args):
+    """The launch floor, as bench.Floor times ours: torch.cuda._sleep(0), a
+    one-thread kernel that reads the clock once, timed as the cases."""
+    return (lambda: torch.cuda._sleep(0)), ()
+
+
 def reset_persisting_l2():
     """Returns every L2 line an evict-last access left to normal priority
     (cuCtxResetPersistingL2Cache), as bench.Measure does before our cases."""

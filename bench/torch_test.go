@@ -92,6 +92,25 @@ func TestTorchScriptOrder(t *testing.T) {
 	}
 }
 
+// TestFloorRequest: PyTorch's launch floor is timed as ours was, eagerly,
+// by a builder the script defines itself.
+func TestFloorRequest(t *testing.T) {
+	for _, tc := range []struct {
+		opt  Options
+		want TorchRequest
+	}{
+		{Options{Runs: 150, Graph: 16}, TorchRequest{ID: "floor", Op: floorOp, NoCompile: true, Sets: 1, Runs: 150, Graph: 16}},
+		{Options{}, TorchRequest{ID: "floor", Op: floorOp, NoCompile: true, Sets: 1, Runs: 200}},
+	} {
+		if got := FloorRequest("floor", tc.opt); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("FloorRequest(%+v) = %+v, want %+v", tc.opt, got, tc.want)
+		}
+	}
+	if !strings.Contains(TorchScript(), `@builder("`+floorOp+`")`) {
+		t.Errorf("the script defines no builder %q", floorOp)
+	}
+}
+
 func TestTorchRequestFor(t *testing.T) {
 	args := map[string]any{"rows": 4}
 	measured := Result{MedianUS: 4, Sets: 3, Runs: 100}

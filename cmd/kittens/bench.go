@@ -67,13 +67,26 @@ func (c *cli) bench(args []string) int {
 			status = exitFail
 		}
 		rep.Env.CopyGBs = gbs
+		opt := bench.Options{Runs: *runs, Graph: *graph, Dependent: *dependent}
+		lf := &bench.LaunchFloor{}
+		floor := func() float64 {
+			r, err := bench.Floor(dev, opt)
+			if err != nil {
+				fmt.Fprintln(c.stderr, "kittens bench:", err)
+				status = exitFail
+			}
+			return r.MedianUS
+		}
+		lf.Ours.StartUS = floor()
 		var copied bool
-		if rep.Entries, copied = benchDevice(dev, ops, bench.Options{Runs: *runs, Graph: *graph, Dependent: *dependent}, c.stderr); !copied {
+		if rep.Entries, copied = benchDevice(dev, ops, opt, c.stderr); !copied {
 			status = exitFail
 		}
-		if *vs == "torch" && compareTorch(ops, rep.Entries, c.stderr) != nil {
+		lf.Ours.EndUS = floor()
+		if *vs == "torch" && compareTorch(ops, rep.Entries, opt, &lf.Torch, c.stderr) != nil {
 			status = exitFail
 		}
+		rep.Env.Floors = []bench.LaunchFloor{*lf}
 	}
 	if rep.Failed() { // ours or PyTorch's: the table lacks a time
 		status = exitFail
@@ -143,11 +156,14 @@ func entry(op *registry.Op, name string, r bench.Result, err error) bench.Entry 
 
 // compareTorch runs PyTorch on every case of ops that has a TorchCase and
 // that we measured (bench.TorchRequestFor), and attaches the results to
-// entries, which benchDevice filled in the same order. An error (no
-// Python, no torch, a crash) is reported on stderr and returned; the
-// entries keep what came back.
-func compareTorch(ops []*registry.Op, entries []bench.Entry, stderr io.Writer) error {
-	var reqs []bench.TorchRequest
+// entries, which benchDevice filled in the same order. PyTorch's process
+// also times its launch floor before the first case and after the last,
+// into floor (see bench.FloorRequest). An error (no Python, no torch, a
+// crash) is reported on stderr and returned; the entries keep what came
+// back.
+func compareTorch(ops []*registry.Op, entries []bench.Entry, opt bench.Options, floor *bench.FloorSpan, stderr io.Writer) error {
+	const startID, endID = "launch floor, start", "launch floor, end"
+	reqs := []bench.TorchRequest{bench.FloorRequest(startID, opt)}
 	index := map[string]int{}
 	i := 0
 	for _, op := range ops {
@@ -160,11 +176,18 @@ func compareTorch(ops []*registry.Op, entries []bench.Entry, stderr io.Writer) e
 			i++
 		}
 	}
-	if len(reqs) == 0 {
+	if len(index) == 0 {
 		return nil
 	}
-	fmt.Fprintf(stderr, "timing %d cases with PyTorch (eager and torch.compile)\n", len(reqs))
+	reqs = append(reqs, bench.FloorRequest(endID, opt))
+	fmt.Fprintf(stderr, "timing %d cases with PyTorch (eager and torch.compile)\n", len(index))
 	res, err := bench.Torch(reqs)
+	floor.StartUS, floor.EndUS = res[startID].EagerUS, res[endID].EagerUS
+	for _, id := range []string{startID, endID} {
+		if e := res[id].Error; e != "" {
+			fmt.Fprintf(stderr, "kittens bench: PyTorch's %s: %s\n", id, e)
+		}
+	}
 	for id, r := range res {
 		if i, ok := index[id]; ok {
 			entries[i].Torch = &r
