@@ -281,34 +281,40 @@ func checkConfig(t *testing.T, p cuda.Props, s rowShape, c config) {
 }
 
 // TestKernelKeyFull checks which specializations issue a row's loads
-// without conditions (full) and which form x·w early.
+// without conditions (full), which form x·w early and which tie the row's
+// sum to the weights.
 func TestKernelKeyFull(t *testing.T) {
 	cases := []struct {
-		name        string
-		k           kernelKey
-		rows, n     int
-		full, early bool
+		name             string
+		k                kernelKey
+		rows, n          int
+		full, early, tie bool
 	}{
 		{"LayerNorm 7168: 224 threads x 4 accesses cover the row",
-			kernelKey{op: opLayer, weight: weightPlain, bias: true}, 4096, 7168, true, false},
-		{"RMSNorm 7168: a block per row forms x·w early, keeps its conditions",
-			kernelKey{op: opRMS, weight: weightPlain}, 4096, 7168, false, true},
-		{"RMSNorm 128: groups form x·w early and go without conditions",
-			kernelKey{op: opRMS, weight: weightPlain}, 65536, 128, true, true},
-		{"L2Norm 64: no weights", kernelKey{op: opRMS}, 65536, 64, true, false},
+			kernelKey{op: opLayer, weight: weightPlain, bias: true}, 4096, 7168, true, false, false},
+		{"RMSNorm 7168: a block per row forms x·w early, tied to the weights",
+			kernelKey{op: opRMS, weight: weightPlain}, 4096, 7168, true, true, true},
+		{"fused RMSNorm of one row of 2048: one access a thread, tied",
+			kernelKey{op: opRMS, add: addRounded, weight: weightPlain}, 1, 2048, true, true, true},
+		{"RMSNorm 128: groups form x·w early and go without conditions, untied",
+			kernelKey{op: opRMS, weight: weightPlain}, 65536, 128, true, true, false},
+		{"L2Norm 64: no weights", kernelKey{op: opRMS}, 65536, 64, true, false, false},
 		{"RMSNorm 120: the last lane of 8 holds one access of two",
-			kernelKey{op: opRMS, weight: weightPlain}, 8500, 120, false, true},
+			kernelKey{op: opRMS, weight: weightPlain}, 8500, 120, false, true, false},
+		{"RMSNorm 7000: the last thread holds one access of two",
+			kernelKey{op: opRMS, weight: weightPlain}, 4096, 7000, false, true, true},
 		{"LayerNorm 127: the last access is partial",
-			kernelKey{op: opLayer, weight: weightPlain, bias: true}, 65, 127, false, false},
+			kernelKey{op: opLayer, weight: weightPlain, bias: true}, 65, 127, false, false, false},
 		{"LayerNorm 2880: 192 threads x 2 accesses overrun 360",
-			kernelKey{op: opLayer, weight: weightPlain, bias: true}, 4096, 2880, false, false},
-		{"looped rows", kernelKey{op: opLayer, weight: weightPlain, bias: true}, 3, 65536, false, false},
+			kernelKey{op: opLayer, weight: weightPlain, bias: true}, 4096, 2880, false, false, false},
+		{"looped rows", kernelKey{op: opLayer, weight: weightPlain, bias: true}, 3, 65536, false, false, false},
 	}
 	for _, tc := range cases {
-		c := pickConfig(propsH100, rowShape{rows: tc.rows, n: tc.n, elemSize: 2, twoPass: tc.k.op == opLayer, vector: true})
+		c := pickConfig(propsH100, rowShape{rows: tc.rows, n: tc.n, elemSize: 2, twoPass: tc.k.op == opLayer,
+			fused: tc.k.add != addNone, vector: true})
 		k := tc.k.withConfig(c, tc.n)
-		if k.full != tc.full || k.early != tc.early {
-			t.Errorf("%s: %+v gives full %v, early %v; want %v, %v", tc.name, c, k.full, k.early, tc.full, tc.early)
+		if k.full != tc.full || k.early != tc.early || k.tie != tc.tie {
+			t.Errorf("%s: %+v gives full %v, early %v, tie %v; want %v, %v, %v", tc.name, c, k.full, k.early, k.tie, tc.full, tc.early, tc.tie)
 		}
 	}
 }

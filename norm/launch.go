@@ -25,6 +25,7 @@ type kernelKey struct {
 	even      bool // N is a multiple of vec > 1: every access is whole
 	full      bool // norm_rows: the row's loads go without conditions (see withConfig)
 	early     bool // norm_rows forms RMSNorm's x·w before the reduction (see withConfig)
+	tie       bool // norm_rows' first sum waits for the weights (see withConfig)
 	perThread int
 	group     int
 	bound     int
@@ -46,6 +47,13 @@ type kernelKey struct {
 // most two accesses. With four (blocks of many long rows) it lost on an
 // H200: rmsnorm 4096x4096 +1.7%, rmsnorm_pad 4096x2880 +4.4%.
 //
+// tie: a block that reduces one early row makes its first sum wait for the
+// weights (TIE in norm.cu): ptxas otherwise issued their loads late, after
+// the row's sums and its residual store or next to the barrier, where
+// their latency added to the row's (SASS of fused_add_rmsnorm 1x2048: the
+// weight load 78 instructions after the row's data were first used). Groups of
+// lanes keep their own order: tied, rmsnorm 128x128 ran 1.8% slower.
+//
 // full: every lane of a row holds perThread whole accesses of it (n is a
 // multiple of the accesses its lanes hold), so that norm_rows issues the
 // row's loads without a condition each, back to back; each condition had
@@ -59,12 +67,20 @@ type kernelKey struct {
 // 16384x2048 38.01 -> 37.46 / 49.74 -> 49.57; fused_add_layernorm 4096x4096
 // 36.74 -> 36.11 / level; fused_add_rmsnorm 16384x128 8.63 -> 8.47 / 10.45
 // -> 10.36; the rest within 1% either way (l2norm_fwd 65536x64 8.38 ->
-// 8.42 / 10.27 -> 10.38, layernorm 4096x128 4.56 -> 4.60 / level). Not
-// where a block reduces one early row: there ptxas, free of the branches,
-// moved the weight loads after the row's own sums, next to the barrier,
-// and their latency added to the row's (H200: rmsnorm 4096x7168 31.68 ->
-// 34.46 µs, 16384x7168 112.93 -> 121.76, rmsnorm_pad 4096x2880 16.32 ->
-// 17.22). Groups of lanes keep the row condition: with the last row read
+// 8.42 / 10.27 -> 10.38, layernorm 4096x128 4.56 -> 4.60 / level). Where a
+// block reduces one early row, full came with tie in the twenty-eighth
+// session: alone, ptxas, free of the branches, had moved the weight loads
+// next to the barrier (H200: rmsnorm 4096x7168 31.68 -> 34.46 µs,
+// 16384x7168 112.93 -> 121.76, rmsnorm_pad 4096x2880 16.32 -> 17.22). Tied
+// and full against neither, seven rounds alternating, each process's draw
+// taken out (H200, µs): fused_add_rmsnorm 1x2048 4.26 -> 4.16, 32x2048
+// 4.44 -> 4.32, 1x4096 4.42 -> 4.33, 32x4096 4.59 -> 4.49, 1x7168 4.84 ->
+// 4.61, 32x7168 5.07 -> 4.90, 1x8192 4.90 -> 4.76; rmsnorm 4096x2048 13.19
+// -> 12.70, 4096x4096 20.46 -> 20.18, 4096x8192 36.03 -> 35.65, 32x7168
+// 4.67 -> 4.55, 1x7168, 1x8192 and 32x8192 1.1-1.6%; rmsnorm 1x2048 4.04
+// -> 4.10; the rest within 1% (the tie alone gained less: fused_add_rmsnorm
+// 1x7168 4.84 -> 4.83). Groups of lanes keep the row condition: with the
+// last row read
 // in its place by the spare groups, rmsnorm 16384x128 ran 7.31 -> 7.44 µs
 // and layernorm 16384x128 7.62 -> 7.70 on the H100 (7.20 and 7.58 with
 // the condition), though neither shape has a spare group.
@@ -77,8 +93,8 @@ func (k kernelKey) withConfig(c config, n int) kernelKey {
 	if lanes == 0 {
 		lanes = c.threads
 	}
-	k.full = !c.looped && (c.vec == 1 || k.even) && intmath.CeilDiv(n, c.vec) == lanes*c.perThread &&
-		!(k.early && c.group == 0)
+	k.tie = k.early && c.group == 0
+	k.full = !c.looped && (c.vec == 1 || k.even) && intmath.CeilDiv(n, c.vec) == lanes*c.perThread
 	return k
 }
 
@@ -106,7 +122,7 @@ func (k kernelKey) kernel() jit.Kernel {
 			"BIAS": b2i(k.bias), "VEC": k.vec, "EVEN": b2i(k.even), "FULL": b2i(k.full), "EARLY": b2i(k.early), "VPT": max(k.perThread, 1), "GROUP": k.group,
 			"PREFETCH": b2i(k.prefetch), "WAVES": b2i(k.waves), "LOOPED": b2i(k.looped), "CACHE": b2i(k.cache),
 			"THREADS": k.bound, "RELOAD": b2i(k.reload), "HINT": b2i(k.hint),
-			"ONEPASS": b2i(k.onePass), "PAD": b2i(k.pad), "STATS": b2i(k.stats),
+			"ONEPASS": b2i(k.onePass), "PAD": b2i(k.pad), "STATS": b2i(k.stats), "TIE": b2i(k.tie),
 		}),
 	}
 }

@@ -72,7 +72,8 @@
 // ask L2 to evict them last); ONEPASS (16-bit LayerNorm statistics in one
 // pass); FULL (norm_rows: every lane holds VPT whole accesses of the row,
 // so its loads need no conditions); EARLY (norm_rows forms RMSNorm's x·w
-// before the reduction); LOOPED (which entry this build holds); CACHE;
+// before the reduction); TIE (with EARLY: the row's first sum waits for the
+// weights); LOOPED (which entry this build holds); CACHE;
 // THREADS (the block bound); PAD (rows are zero-padded to n_out > n); STATS
 // (rstd_out or mean_out is given). The last two keep an unpadded launch without
 // statistics free of the checks after its stores (a dozen instructions a
@@ -523,6 +524,7 @@ KI void write_stats(const RowStats& st, float* rstd_out, float* mean_out, i64 ro
 
 #if !LOOPED
 static_assert(!EARLY || (KIND == OP_RMS && WEIGHT != 0 && !RELOAD), "EARLY is for RMS rows with weights in registers");
+static_assert(!TIE || EARLY, "TIE ties EARLY rows' sums to their weights");
 
 extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
   wait_prior_grids();
@@ -639,6 +641,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
     for (int k = 0; k < VPT; ++k)
 #pragma unroll
       for (int t = 0; t < VEC; ++t) pre[k][t] = h[k].get(t) * gain(cols[k], t);
+#if TIE
+    // The sum adds +0 made of the weights' bits and n's sign bit (zero, but
+    // not to the compiler), so that the loads of the weights issue before
+    // it and overlap the row's own; the products above do not hold them
+    // there, since the compilers move them to their use after the
+    // reduction (see kernelKey.withConfig).
+    u32 wbits = 0;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) wbits |= cols[k].w.u[0];
+    s1 += __uint_as_float(wbits & (u32)(n >> 31));
+#endif
 #endif
 #pragma unroll
     for (int k = 0; k < VPT; ++k) launder(h[k]), launder(h2[k]);
