@@ -45,9 +45,9 @@ type LaunchFloor struct {
 }
 
 // FloorSpan is one process's launch floor before its first case and after
-// its last, in µs (0: not measured). In the twenty-eighth session a
-// process's floor mostly held, but PyTorch's rose by 0.16-0.19 µs between
-// the two in 2 of 5 processes on an H200.
+// its last, in µs (0: not measured). In the twenty-eighth session's full
+// runs the two differed by up to 0.13 µs (H200, PyTorch's process; see
+// Floor).
 type FloorSpan struct {
 	StartUS float64 `json:"start_us,omitempty"`
 	EndUS   float64 `json:"end_us,omitempty"`
