@@ -183,7 +183,7 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 // measurement: of 16 probe processes, those that began at 3.42-3.55 µs
 // rose by 0.06-0.16 µs within their first few measurements and then held
 // (200 more modules, 3000 allocations, 1 s idle and the norm cases moved
-// it by 0.06 µs at most), while those at 3.33-3.36 stayed there.
+// it by 0.07 µs at most), while those at 3.33-3.36 stayed there.
 func Floor(dev *cuda.Device, opt Options) (Result, error) {
 	f, err := jit.Get(dev, jit.Kernel{File: "bench/spin.cu", Source: spinSrc, Entry: "empty", Dependent: opt.Dependent})
 	if err != nil {

@@ -51,8 +51,9 @@ type kernelKey struct {
 // weights (TIE in norm.cu): ptxas otherwise issued their loads late, after
 // the row's sums and its residual store or next to the barrier, where
 // their latency added to the row's (SASS of fused_add_rmsnorm 1x2048: the
-// weight load 78 instructions after the row's data were first used). Groups of
-// lanes keep their own order: tied, rmsnorm 128x128 ran 1.8% slower.
+// weight load 78 instructions after the row's data were first used).
+// Groups of lanes keep their own order: tied, rmsnorm 128x128 ran 1.8%
+// slower.
 //
 // full: every lane of a row holds perThread whole accesses of it (n is a
 // multiple of the accesses its lanes hold), so that norm_rows issues the
@@ -80,10 +81,9 @@ type kernelKey struct {
 // 4.67 -> 4.55, 1x7168, 1x8192 and 32x8192 1.1-1.6%; rmsnorm 1x2048 4.04
 // -> 4.10; the rest within 1% (the tie alone gained less: fused_add_rmsnorm
 // 1x7168 4.84 -> 4.83). Groups of lanes keep the row condition: with the
-// last row read
-// in its place by the spare groups, rmsnorm 16384x128 ran 7.31 -> 7.44 µs
-// and layernorm 16384x128 7.62 -> 7.70 on the H100 (7.20 and 7.58 with
-// the condition), though neither shape has a spare group.
+// last row read in its place by the spare groups, rmsnorm 16384x128 ran
+// 7.31 -> 7.44 µs and layernorm 16384x128 7.62 -> 7.70 on the H100 (7.20
+// and 7.58 with the condition), though neither shape has a spare group.
 func (k kernelKey) withConfig(c config, n int) kernelKey {
 	k.vec, k.even, k.perThread, k.group, k.bound = c.vec, c.vec > 1 && n%c.vec == 0, c.perThread, c.group, c.bound
 	k.prefetch, k.waves, k.looped, k.cache, k.reload = c.prefetch, c.waves && !c.looped, c.looped, c.cache, c.reload

@@ -68,7 +68,7 @@ func (c *cli) bench(args []string) int {
 		}
 		rep.Env.CopyGBs = gbs
 		opt := bench.Options{Runs: *runs, Graph: *graph, Dependent: *dependent}
-		lf := &bench.LaunchFloor{}
+		var lf bench.LaunchFloor
 		floor := func() float64 {
 			r, err := bench.Floor(dev, opt)
 			if err != nil {
@@ -86,7 +86,7 @@ func (c *cli) bench(args []string) int {
 		if *vs == "torch" && compareTorch(ops, rep.Entries, opt, &lf.Torch, c.stderr) != nil {
 			status = exitFail
 		}
-		rep.Env.Floors = []bench.LaunchFloor{*lf}
+		rep.Env.Floors = []bench.LaunchFloor{lf}
 	}
 	if rep.Failed() { // ours or PyTorch's: the table lacks a time
 		status = exitFail
