@@ -3,6 +3,7 @@ package cuda
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -29,18 +30,31 @@ func testDevice(t testing.TB) *Device {
 	return d
 }
 
-// TestNoDriverError checks that a machine without a driver gets an error
-// naming the missing library, and no panic.
+// TestNoDriverError checks that a machine without a usable GPU gets a clear
+// error, and no panic: one naming the missing library where there is no
+// driver, one naming the failed call where the driver is installed but
+// finds no device (a driver package on a machine without a GPU).
 func TestNoDriverError(t *testing.T) {
 	err := Init()
 	if err == nil {
-		t.Skip("a driver is present")
+		t.Skip("a driver is present and found a device")
 	}
-	if !strings.Contains(err.Error(), "libcuda") {
-		t.Fatalf("error does not name the library: %v", err)
+	var le *LoadError
+	var ce *Error
+	switch {
+	case errors.As(err, &le):
+		if !strings.Contains(err.Error(), "libcuda") {
+			t.Fatalf("error does not name the library: %v", err)
+		}
+	case errors.As(err, &ce):
+		if !strings.Contains(err.Error(), "cuInit") {
+			t.Fatalf("error does not name the failed call: %v", err)
+		}
+	default:
+		t.Fatalf("error is neither a load error nor a driver call's: %T %v", err, err)
 	}
 	if _, err := Default(); err == nil {
-		t.Fatal("Default succeeded without a driver")
+		t.Fatal("Default succeeded without a usable driver")
 	}
 }
 
