@@ -24,8 +24,8 @@ import (
 // and a few minutes): to a regexp, it sweeps the shapes whose "op MxN"
 // matches it ("1" sweeps all), and KITTENS_NORM_SWEEP_CONFIG, a regexp over
 // a config as the lines print it, narrows the alternatives (see
-// sweepConfigs). First it times an empty kernel, the floor of this timing
-// method. Each config is first checked against the CPU reference on the
+// sweepConfigs). First it times the launch floor (bench.Floor), this
+// process's floor under every time it prints. Each config is first checked against the CPU reference on the
 // shape's first rows (a mismatch is printed and not timed). Each line: op,
 // shape, config, µs, GB/s; the first two lines of a shape are the picker's
 // own choice, marked "(picker)".
@@ -46,16 +46,7 @@ func BenchmarkSweep(b *testing.B) {
 		b.Fatal(err)
 	}
 	dev := gputest.Device(b)
-	empty := jit.Kernel{File: "norm/empty.cu", Source: `extern "C" __global__ void empty() {}`, Entry: "empty"}
-	fn, err := jit.Get(dev, empty)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := bench.Measure(dev, registry.Bench{Name: "empty", New: func(*cuda.Device, *rand.Rand) (registry.Instance, error) {
-		return registry.Instance{Run: func(s *cuda.Stream) error {
-			return fn.Launch(cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(32), Stream: s}, cuda.NewArgs())
-		}}, nil
-	}}, bench.Options{Runs: 200})
+	r, err := bench.Floor(dev, bench.Options{Runs: 200})
 	if err != nil {
 		b.Fatal(err)
 	}
