@@ -59,8 +59,9 @@ func b2i(b bool) int {
 var ropeFuncs = jit.Funcs[spec]{Kernel: spec.kernel}
 
 // maxGrid is CUDA's limit on gridDim.y and gridDim.z (gridDim.x may reach
-// math.MaxInt32). It bounds the batch and the heads of the [B, H, S, D]
-// layout; launchGrid checks the grid a launch really needs.
+// math.MaxInt32). A launch whose batch (z) or heads (y: shares of the heads
+// times cb blocks of chunks) need more is cut into parts that fit
+// (forParts).
 const maxGrid = 65535
 
 // aligned reports whether n-element accesses of size-byte elements at ptr
@@ -180,6 +181,19 @@ const flatBytes = 32
 //     8x32x2048x128 69.18 → 69.18 (98%), 16x32x4096x128 257.66 → 256.22;
 //     2 or 4 heads per thread were 0.3–4% slower, evict-first stores level
 //     (within 1%).
+//   - [B, H, S, D] in torch.compile's layout (twenty-ninth session,
+//     BenchmarkTune, two rounds each, µs): Inductor's kernel (dumped) gives a
+//     thread one 16-byte output, reading its own and its partner half's
+//     elements, where ours rotates both halves of a chunk. Ours in that
+//     layout (out of place only: in place, a thread would overwrite what its
+//     partner still reads) was 0.8–1.0% faster on an H100 (4x32x1024x128
+//     27.36 → 27.07–27.10 at 256 threads, 8x32x2048x128 93.8 → 93.1,
+//     16x32x4096x128 362.0 → 358.5–358.7; torch.compile took 26.59, 92.70
+//     and 356.67 in BENCH-H100.md) and 2.5–7% slower on an H200 (20.8 →
+//     21.3, 67.7 → 70.2–70.5, 254.4 → 265.3–265.9 at 128 threads; 4–7% at
+//     256): not kept. That is the layout's cost on the H200 where ours is
+//     1.11–1.15× torch.compile and its gain on the H100 where ours is
+//     0.96–0.98×.
 //   - An in-place identity pass (16-byte load and store back) streams at 99%
 //     of a same-size copy (176–704 MB moved): rotating in place costs
 //     nothing over a copy by itself.
@@ -237,8 +251,10 @@ func pickLaunch(props cuda.Props, tokens, heads, nc, chunkBytes int, spreadHeads
 	}
 	lanes := (heads + k.hpt - 1) / k.hpt // head lanes of a token
 	// A flat launch indexes its threads with an int, the last block's
-	// spare threads included.
-	if k.flat && spreadHeads && int64(tokens)*int64(lanes)*int64(nc) <= math.MaxInt32-1024 {
+	// spare threads included, and takes all heads at once: bounding
+	// tokens × heads × chunks (not lanes) keeps its head indices, up to
+	// heads + hpt, in an int too.
+	if k.flat && spreadHeads && int64(tokens)*int64(heads)*int64(nc) <= math.MaxInt32-1024 {
 		return launchCfg{knobs: k, hb: lanes, cb: 1, block: cuda.Dim3{X: uint32(k.threads), Y: 1, Z: 1}}
 	}
 	k.flat = false
@@ -264,30 +280,71 @@ type kernelArgs struct {
 	s1                             [2]int // token, head strides
 }
 
-// launchGrid returns the grid of launch cfg over a, whose heads hold nc
-// chunks each. Where the grid exceeds CUDA's limits it returns an ArgError
-// of op naming arg: gridDim.y, a share of the heads times cfg.cb blocks of
-// chunks, grows with both the head count and the head dim. It also refuses
-// tokens the kernel cannot index: it takes ntok as an int32, and a 3-D
-// grid's token index, blockIdx.x·blockDim.z + threadIdx.z, is an int that
-// must not pass 2³¹ − 1 in the last block (a flat launch needs no such
-// check: pickLaunch takes it only when all its thread indices fit).
-func launchGrid(cfg launchCfg, a kernelArgs, nc int, op, arg string) (cuda.Dim3, error) {
-	heads := a.n0 + a.n1
-	g := [3]int{intmath.CeilDiv(a.ntok, int(cfg.block.Z)), intmath.CeilDiv(heads, cfg.hb) * cfg.cb, a.batch}
+// checkTokens refuses tokens the kernel cannot index, with an ArgError of op
+// naming arg: it takes ntok as an int32, and a 3-D grid's token index,
+// blockIdx.x·blockDim.z + threadIdx.z, is an int that must not pass
+// 2³¹ − 1 in the last block (a flat launch needs no such check: pickLaunch
+// takes it only when all its thread indices fit).
+func checkTokens(cfg launchCfg, a kernelArgs, op, arg string) error {
 	if cfg.flat {
-		g = [3]int{intmath.CeilDiv(a.ntok*cfg.hb*nc, cfg.threads), 1, 1}
-	} else if last := int64(g[0])*int64(cfg.block.Z) - 1; a.ntok > math.MaxInt32 || last > math.MaxInt32 {
-		return cuda.Dim3{}, &tensor.ArgError{Op: op, Arg: arg, Msg: fmt.Sprintf(
+		return nil
+	}
+	blocks := intmath.CeilDiv(a.ntok, int(cfg.block.Z))
+	if last := int64(blocks)*int64(cfg.block.Z) - 1; a.ntok > math.MaxInt32 || last > math.MaxInt32 {
+		return &tensor.ArgError{Op: op, Arg: arg, Msg: fmt.Sprintf(
 			"%d tokens in blocks of %d (token indices up to %d) exceed the kernel's int32 token indexing",
 			a.ntok, cfg.block.Z, last)}
 	}
-	if g[0] > math.MaxInt32 || g[1] > maxGrid || g[2] > maxGrid {
-		return cuda.Dim3{}, &tensor.ArgError{Op: op, Arg: arg, Msg: fmt.Sprintf(
-			"%d heads of head dim %d need a launch grid of %d × %d × %d blocks; CUDA allows at most %d × %d × %d",
-			heads, a.d, g[0], g[1], g[2], math.MaxInt32, maxGrid, maxGrid)}
+	return nil
+}
+
+// forParts calls f with each part of launch cfg over a (its heads hold nc
+// chunks each, of esize-byte elements) and that part's grid, in order,
+// stopping at the first error. Parts keep the grid within CUDA's limits: at
+// most maxGrid batches, and runs of whole shares of the heads with at most
+// maxGrid blocks of them. Nearly every launch is one part; the [B, H, S, D]
+// layout takes more past 65535 batches or heads (fewer heads of long head
+// dims: 21846 of 4098), the serving layout only where a flat launch would
+// pass 2³¹ threads.
+func forParts(cfg launchCfg, a kernelArgs, nc, esize int, f func(p kernelArgs, grid cuda.Dim3) error) error {
+	heads := a.n0 + a.n1
+	per := heads // heads per part
+	if !cfg.flat {
+		per = maxGrid / cfg.cb * cfg.hb
 	}
-	return cuda.Dim3{X: uint32(g[0]), Y: uint32(g[1]), Z: uint32(g[2])}, nil
+	for b0 := 0; b0 < a.batch; b0 += maxGrid {
+		for lo := 0; lo < heads; lo += per {
+			p := a.part(b0, min(a.batch, b0+maxGrid), lo, min(heads, lo+per), esize)
+			g := cuda.Dim3{X: uint32(intmath.CeilDiv(p.ntok, int(cfg.block.Z))),
+				Y: uint32(intmath.CeilDiv(p.n0+p.n1, cfg.hb) * cfg.cb), Z: uint32(p.batch)}
+			if cfg.flat {
+				g = cuda.D1(intmath.CeilDiv(p.ntok*cfg.hb*nc, cfg.threads))
+			}
+			if err := f(p, g); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// part returns the launch over batches [b0, b1) and heads [lo, hi) of a,
+// esize bytes an element: its base pointers moved to the part's first batch
+// and head, of src0 and dst0 for the heads before n0 and of qk1 for those
+// after.
+func (a kernelArgs) part(b0, b1, lo, hi, esize int) kernelArgs {
+	at := func(p cuda.DevicePtr, elems int) cuda.DevicePtr {
+		return p + cuda.DevicePtr(int64(elems)*int64(esize))
+	}
+	p := a
+	p.batch = b1 - b0
+	p.n0 = max(0, min(hi, a.n0)-lo)
+	p.n1 = hi - lo - p.n0
+	h0 := min(lo, a.n0) // src0/dst0 head the part starts at
+	p.src0 = at(a.src0, b0*a.s0[0]+h0*a.s0[2])
+	p.dst0 = at(a.dst0, b0*a.d0[0]+h0*a.d0[2])
+	p.qk1 = at(a.qk1, max(0, lo-a.n0)*a.s1[1])
+	return p
 }
 
 // launch runs one specialization of rope.cu on s (nil: default stream);
@@ -299,8 +356,7 @@ func launch(s *cuda.Stream, dev *cuda.Device, sp spec, a kernelArgs, spreadHeads
 	}
 	heads, nc := a.n0+a.n1, a.half/sp.v
 	cfg := pickLaunch(dev.Props(), a.ntok*a.batch, heads, nc, 2*sp.v*sp.dt.Size(), spreadHeads)
-	grid, err := launchGrid(cfg, a, nc, op, arg)
-	if err != nil {
+	if err := checkTokens(cfg, a, op, arg); err != nil {
 		return err
 	}
 	sp.hpt, sp.cs, sp.flat = cfg.hpt, cfg.cs, cfg.flat
@@ -316,14 +372,16 @@ func launch(s *cuda.Stream, dev *cuda.Device, sp spec, a kernelArgs, spreadHeads
 	if err != nil {
 		return err
 	}
-	args := cuda.NewArgs().Ptr(a.src0).Ptr(a.dst0).Ptr(a.qk1).Ptr(a.pos).Ptr(a.cos).Ptr(a.sin).
-		I64(int64(a.cosRow)).I64(int64(a.sinRow)).I64(int64(a.maxPos)).
-		I32(int32(a.ntok)).I32(int32(a.n0)).I32(int32(a.n1)).I32(int32(cfg.hb)).I32(int32(cfg.cb)).I32(int32(a.half)).I32(int32(a.d)).
-		I64(int64(a.s0[0])).I64(int64(a.s0[1]))
-	headStride(args, a.s0[2], sp.wide).I64(int64(a.d0[0])).I64(int64(a.d0[1]))
-	headStride(args, a.d0[2], sp.wide).I64(int64(a.s1[0]))
-	headStride(args, a.s1[1], sp.wide)
-	return fn.Launch(cuda.LaunchConfig{Grid: grid, Block: cfg.block, Stream: s}, args)
+	return forParts(cfg, a, nc, sp.dt.Size(), func(a kernelArgs, grid cuda.Dim3) error {
+		args := cuda.NewArgs().Ptr(a.src0).Ptr(a.dst0).Ptr(a.qk1).Ptr(a.pos).Ptr(a.cos).Ptr(a.sin).
+			I64(int64(a.cosRow)).I64(int64(a.sinRow)).I64(int64(a.maxPos)).
+			I32(int32(a.ntok)).I32(int32(a.n0)).I32(int32(a.n1)).I32(int32(cfg.hb)).I32(int32(cfg.cb)).I32(int32(a.half)).I32(int32(a.d)).
+			I64(int64(a.s0[0])).I64(int64(a.s0[1]))
+		headStride(args, a.s0[2], sp.wide).I64(int64(a.d0[0])).I64(int64(a.d0[1]))
+		headStride(args, a.d0[2], sp.wide).I64(int64(a.s1[0]))
+		headStride(args, a.s1[1], sp.wide)
+		return fn.Launch(cuda.LaunchConfig{Grid: grid, Block: cfg.block, Stream: s}, args)
+	})
 }
 
 // int32Offsets reports whether every head offset the kernel forms (head

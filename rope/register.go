@@ -206,6 +206,10 @@ var bhsdCases = []bhsdCase{
 	{name: "head dim 6 2x2x11x6", b: 2, h: 2, s: 11, d: 6, theta: 1e4},
 	{name: "longer tables 1x2x29x128", b: 1, h: 2, s: 29, d: 128, extraRows: 7, theta: 5e5},
 	{name: "long sequence 1x2x2048x64", b: 1, h: 2, s: 2048, d: 64, theta: 5e5},
+	// Past CUDA's 65535 blocks in the grid's z (batches) and y (heads):
+	// launches in parts.
+	{name: "many batches partial r=4 65537x1x3x8", b: 65537, h: 1, s: 3, d: 8, r: 4, theta: 1e4},
+	{name: "many heads in place gptj 2x65537x1x8", b: 2, h: 65537, s: 1, d: 8, style: GPTJ, inPlace: true, theta: 1e4},
 }
 
 // stridedBHSD returns a host [b, h, s, d] tensor with gaps between rows,

@@ -85,9 +85,6 @@ func TestValidation(t *testing.T) {
 		{"qk head dim past the limit", qk(func(a *qkArgs) {
 			a.q, a.k, a.o.RotaryDim = tensor.New(tensor.BF16, 5, 1, maxHeadDim+2), nil, 8
 		}), fmt.Sprintf("argument q: head dim %d exceeds %d", maxHeadDim+2, maxHeadDim)},
-		{"qk heads past the limit", qk(func(a *qkArgs) {
-			a.q, a.k = tensor.New(tensor.BF16, 5, maxGrid-1, 16), tensor.New(tensor.BF16, 5, 2, 16)
-		}), fmt.Sprintf("argument q: has %d heads with k's, more than %d", maxGrid+1, maxGrid)},
 		{"qk positions dtype", qk(func(a *qkArgs) { a.pos = tensor.New(tensor.F32, 5) }), "argument positions: has dtype f32"},
 		{"qk positions length", qk(func(a *qkArgs) { a.pos = tensor.New(tensor.I64, 4) }), "argument positions: has shape [4]"},
 		{"qk cache width", qk(func(a *qkArgs) { a.cache = CosSinCache(tensor.F32, 32, 16, 1e4) }), "argument cosSin: has shape [32 16], want [-1 8]"},
@@ -458,45 +455,99 @@ func TestPickLaunch(t *testing.T) {
 	}
 }
 
-// TestLaunchGrid checks that a launch whose grid exceeds CUDA's limits is
-// refused with an ArgError before it runs: gridDim.y is a share of the heads
+// TestLaunchParts checks how launches are cut into parts whose grids fit
+// CUDA's limits (gridDim.y and z at most 65535; y is a share of the heads
 // times the blocks of chunks, which many heads of a long head dim take past
-// 65535 (x [1, 40000, 1, 4098] bf16 has 2049 chunks, 3 blocks of them, per
-// head).
-func TestLaunchGrid(t *testing.T) {
+// it: x [1, 40000, 1, 4098] bf16 has 2049 chunks, 3 blocks of them, per
+// head), and that every (batch, head) of the launch is served once, by a
+// part whose pointers and head index reach the same address the whole
+// launch would (checked at the corners of each part's q and k sides). Tokens past the kernel's int32 indexing are refused with an
+// ArgError before any part.
+func TestLaunchParts(t *testing.T) {
 	h200 := cuda.Props{SMs: 132, L2Bytes: 60 << 20}
+	g := func(x, y, z uint32) cuda.Dim3 { return cuda.Dim3{X: x, Y: y, Z: z} }
 	cases := []struct {
 		name           string
 		a              kernelArgs
 		nc, chunkBytes int
 		spread         bool
-		want           cuda.Dim3 // zero: refused
+		want           []cuda.Dim3 // nil: refused
 	}{
-		{"bhsd 40000 heads of 4098", kernelArgs{ntok: 1, batch: 1, n0: 40000, d: 4098}, 2049, 4, false, cuda.Dim3{}},
-		{"bhsd 21845 heads of 4098", kernelArgs{ntok: 1, batch: 1, n0: 21845, d: 4098}, 2049, 4, false, cuda.Dim3{X: 1, Y: 65535, Z: 1}},
-		{"bhsd 40000 heads of 4096", kernelArgs{ntok: 1, batch: 1, n0: 40000, d: 4096}, 256, 32, false, cuda.Dim3{X: 1, Y: 40000, Z: 1}},
-		{"qk 160000 heads of 4098", kernelArgs{ntok: 27, batch: 1, n0: 128000, n1: 32000, d: 4098}, 2049, 4, true, cuda.Dim3{}},
-		{"qk flat", kernelArgs{ntok: 4096, batch: 1, n0: 32, n1: 8, d: 128}, 8, 32, true, cuda.Dim3{X: 10240, Y: 1, Z: 1}},
+		{"bhsd 40000 heads of 4098", kernelArgs{ntok: 1, batch: 1, n0: 40000, d: 4098}, 2049, 4, false, []cuda.Dim3{g(1, 65535, 1), g(1, 54465, 1)}},
+		{"bhsd 21845 heads of 4098", kernelArgs{ntok: 1, batch: 1, n0: 21845, d: 4098}, 2049, 4, false, []cuda.Dim3{g(1, 65535, 1)}},
+		{"bhsd 40000 heads of 4096", kernelArgs{ntok: 1, batch: 1, n0: 40000, d: 4096}, 256, 32, false, []cuda.Dim3{g(1, 40000, 1)}},
+		{"bhsd 70000 heads of 8", kernelArgs{ntok: 3, batch: 2, n0: 70000, d: 8}, 1, 16, false, []cuda.Dim3{g(1, 65535, 2), g(1, 4465, 2)}},
+		{"bhsd 140000 batches", kernelArgs{ntok: 5, batch: 140000, n0: 3, d: 128}, 8, 32, false,
+			[]cuda.Dim3{g(1, 3, 65535), g(1, 3, 65535), g(1, 3, 8930)}},
+		{"bhsd 70000 batches of 70000 heads", kernelArgs{ntok: 1, batch: 70000, n0: 70000, d: 2}, 1, 4, false,
+			[]cuda.Dim3{g(1, 65535, 65535), g(1, 4465, 65535), g(1, 65535, 4465), g(1, 4465, 4465)}},
+		// Too many threads for a flat launch: 3-D blocks of one head lane
+		// of 4 heads (hb 4), in parts of 21845 shares, the second part
+		// starting in q and ending in k.
+		{"qk 160000 heads of 4098", kernelArgs{ntok: 27, batch: 1, n0: 128000, n1: 32000, d: 4098}, 2049, 4, true,
+			[]cuda.Dim3{g(27, 65535, 1), g(27, 54465, 1)}},
+		{"qk flat", kernelArgs{ntok: 4096, batch: 1, n0: 32, n1: 8, d: 128}, 8, 32, true, []cuda.Dim3{g(10240, 1, 1)}},
 		// The token index t = blockIdx.x·blockDim.z + threadIdx.z is an int:
 		// 2³¹ tokens (q [2³¹, 1, 2] bf16, 8 GiB) do not fit the int32 ntok,
 		// and 2³¹ − 1 tokens in blocks of 42 (head dim 6) index threads up to
 		// 2³¹ + 39, which wrap negative.
-		{"qk 2^31 tokens", kernelArgs{ntok: 1 << 31, batch: 1, n0: 1, d: 2}, 1, 4, true, cuda.Dim3{}},
-		{"bhsd 2^31-1 tokens of head dim 6", kernelArgs{ntok: 1<<31 - 1, batch: 1, n0: 1, d: 6}, 3, 4, false, cuda.Dim3{}},
-		{"bhsd 2^31-1 tokens of head dim 128", kernelArgs{ntok: 1<<31 - 1, batch: 1, n0: 1, d: 128}, 8, 32, false, cuda.Dim3{X: 1 << 27, Y: 1, Z: 1}},
+		{"qk 2^31 tokens", kernelArgs{ntok: 1 << 31, batch: 1, n0: 1, d: 2}, 1, 4, true, nil},
+		{"bhsd 2^31-1 tokens of head dim 6", kernelArgs{ntok: 1<<31 - 1, batch: 1, n0: 1, d: 6}, 3, 4, false, nil},
+		{"bhsd 2^31-1 tokens of head dim 128", kernelArgs{ntok: 1<<31 - 1, batch: 1, n0: 1, d: 128}, 8, 32, false, []cuda.Dim3{g(1<<27, 1, 1)}},
 	}
+	const esize = 2
 	for _, c := range cases {
-		cfg := pickLaunch(h200, c.a.ntok*c.a.batch, c.a.n0+c.a.n1, c.nc, c.chunkBytes, c.spread)
-		got, err := launchGrid(cfg, c.a, c.nc, "rope.Rope", "x")
-		if c.want == (cuda.Dim3{}) {
+		a := c.a
+		a.src0, a.dst0, a.qk1 = 1<<40, 2<<40, 3<<40
+		a.s0, a.d0, a.s1 = [3]int{1 << 24, 4096, 8192}, [3]int{1 << 25, 8192, 4096}, [2]int{4096, 5000}
+		cfg := pickLaunch(h200, a.ntok*a.batch, a.n0+a.n1, c.nc, c.chunkBytes, c.spread)
+		if err := checkTokens(cfg, a, "rope.Rope", "x"); c.want == nil {
 			var ae *tensor.ArgError
 			if !errors.As(err, &ae) || ae.Arg != "x" {
-				t.Errorf("%s: got grid %v, error %v; want an ArgError on x", c.name, got, err)
+				t.Errorf("%s: error %v; want an ArgError on x", c.name, err)
 			}
 			continue
+		} else if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
 		}
-		if err != nil || got != c.want {
-			t.Errorf("%s: got grid %v, error %v; want %v", c.name, got, err, c.want)
+		// addr is where the kernel finds head h of batch b, src0's or qk1's
+		// side, from the arguments of launch (or part) p.
+		addr := func(p kernelArgs, b, h int) cuda.DevicePtr {
+			if h < p.n0 {
+				return p.src0 + cuda.DevicePtr(esize*(b*p.s0[0]+h*p.s0[2]))
+			}
+			return p.qk1 + cuda.DevicePtr(esize*(h-p.n0)*p.s1[1])
+		}
+		var grids []cuda.Dim3
+		b0, lo, heads := 0, 0, a.n0+a.n1
+		err := forParts(cfg, a, c.nc, esize, func(p kernelArgs, grid cuda.Dim3) error {
+			grids = append(grids, grid)
+			// The addressing is affine in b and h on either side of n0, so
+			// the corners of each side stand for all.
+			for _, b := range []int{0, p.batch - 1} {
+				for _, h := range []int{0, p.n0 - 1, p.n0, p.n0 + p.n1 - 1} {
+					if h < 0 || h >= p.n0+p.n1 {
+						continue
+					}
+					if got, want := addr(p, b, h), addr(a, b0+b, lo+h); got != want {
+						return fmt.Errorf("part %d: batch %d head %d at %#x, want %#x", len(grids), b, h, got, want)
+					}
+				}
+			}
+			if p.dst0-a.dst0 != cuda.DevicePtr(esize*(b0*a.d0[0]+min(lo, a.n0)*a.d0[2])) {
+				return fmt.Errorf("part %d: dst0 at %#x", len(grids), p.dst0)
+			}
+			if lo += p.n0 + p.n1; lo == heads {
+				b0, lo = b0+p.batch, 0
+			}
+			return nil
+		})
+		if err == nil && (b0 != a.batch || lo != 0) {
+			err = fmt.Errorf("parts ended at batch %d head %d of %d × %d", b0, lo, a.batch, heads)
+		}
+		if err != nil || !slices.Equal(grids, c.want) {
+			t.Errorf("%s: grids %v, error %v; want %v", c.name, grids, err, c.want)
 		}
 	}
 }
