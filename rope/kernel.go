@@ -186,10 +186,10 @@ const flatBytes = 32
 //     thread one 16-byte output, reading its own and its partner half's
 //     elements, where ours rotates both halves of a chunk. Ours in that
 //     layout (out of place only: in place, a thread would overwrite what its
-//     partner still reads) was 0.8–1.0% faster on an H100 (4x32x1024x128
+//     partner still reads) was about 1% faster on an H100 (4x32x1024x128
 //     27.36 → 27.07–27.10 at 256 threads, 8x32x2048x128 93.8 → 93.1,
 //     16x32x4096x128 362.0 → 358.5–358.7; torch.compile took 26.59, 92.70
-//     and 356.67 in BENCH-H100.md) and 2.5–7% slower on an H200 (20.8 →
+//     and 356.67 in BENCH-H100.md) and 2–7% slower on an H200 (20.8 →
 //     21.3, 67.7 → 70.2–70.5, 254.4 → 265.3–265.9 at 128 threads; 4–7% at
 //     256): not kept. That is the layout's cost on the H200 where ours is
 //     1.11–1.15× torch.compile and its gain on the H100 where ours is
