@@ -179,11 +179,16 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 // buffers, and the clocks stayed at 1980 MHz. It is the GPU's cost of a
 // launch and its events, not a kernel's: a report gives each run's floors,
 // ours and PyTorch's process's, before the first case and after the last
-// (Env.Floors). A process's floor can still rise after its first
-// measurement: of 16 probe processes, those that began at 3.42-3.55 µs
-// rose by 0.06-0.16 µs within their first few measurements and then held
-// (200 more modules, 3000 allocations, 1 s idle and the norm cases moved
-// it by 0.07 µs at most), while those at 3.33-3.36 stayed there.
+// (Env.Floors). The draw is the context's (twenty-ninth session): in one
+// process, contexts created beside the primary one held floors up to
+// 0.16-0.19 µs apart (H200 and H100), each its own through three rounds,
+// while the streams of one context shared its floor. A process has one
+// context, the primary one this package times in, hence one draw. A
+// process's floor can still rise after its first measurement: of 16 probe
+// processes, those that began at 3.42-3.55 µs rose by 0.06-0.16 µs within
+// their first few measurements and then held (200 more modules, 3000
+// allocations, 1 s idle and the norm cases moved it by 0.07 µs at most),
+// while those at 3.33-3.36 stayed there.
 func Floor(dev *cuda.Device, opt Options) (Result, error) {
 	f, err := jit.Get(dev, jit.Kernel{File: "bench/spin.cu", Source: spinSrc, Entry: "empty", Dependent: opt.Dependent})
 	if err != nil {
