@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -129,16 +128,17 @@ func (e Env) String() string {
 // floorLine lists the runs' launch floors, ours then PyTorch's.
 func (e Env) floorLine() string {
 	var ours, torch []string
+	anyTorch := false
 	for _, f := range e.Floors {
 		ours = append(ours, f.Ours.String())
 		if f.Torch != (FloorSpan{}) {
-			torch = append(torch, f.Torch.String())
+			torch, anyTorch = append(torch, f.Torch.String()), true
 		} else {
 			torch = append(torch, dash)
 		}
 	}
 	s := "ours " + strings.Join(ours, ", ") + " µs"
-	if slices.ContainsFunc(e.Floors, func(f LaunchFloor) bool { return f.Torch != FloorSpan{} }) {
+	if anyTorch {
 		s += ", PyTorch's " + strings.Join(torch, ", ") + " µs"
 	}
 	return s

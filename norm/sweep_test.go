@@ -25,10 +25,10 @@ import (
 // matches it ("1" sweeps all), and KITTENS_NORM_SWEEP_CONFIG, a regexp over
 // a config as the lines print it, narrows the alternatives (see
 // sweepConfigs). First it times the launch floor (bench.Floor), this
-// process's floor under every time it prints. Each config is first checked against the CPU reference on the
-// shape's first rows (a mismatch is printed and not timed). Each line: op,
-// shape, config, µs, GB/s; the first two lines of a shape are the picker's
-// own choice, marked "(picker)".
+// process's floor under every time it prints. Each config is first checked
+// against the CPU reference on the shape's first rows (a mismatch is
+// printed and not timed). Each line: op, shape, config, µs, GB/s; the first
+// two lines of a shape are the picker's own choice, marked "(picker)".
 func BenchmarkSweep(b *testing.B) {
 	filter := os.Getenv("KITTENS_NORM_SWEEP")
 	if filter == "" {
