@@ -25,7 +25,8 @@ var variants = []kernelKey{
 // picker yields for a spread of row lengths (4096 rows, and 16384, where
 // LayerNorm launches outgrow L2), with both looped flavours and
 // every row loop (striding, prefetching, waves) and, for 16-byte accesses,
-// with the L2 hint flipped (see gputest.CompileAll).
+// with the L2 hint flipped, and as withRows specializes them for contiguous
+// rows (see gputest.CompileAll).
 func TestKernelsCompile(t *testing.T) {
 	keys := map[kernelKey]bool{}
 	for _, v := range variants {
@@ -42,6 +43,7 @@ func TestKernelsCompile(t *testing.T) {
 					k.dtype = dt
 					k = k.withConfig(c, n)
 					keys[k] = true
+					keys[k.withRows(c, rows, n, []int64{int64(n), int64(n), int64(n), int64(n)})] = true // contiguous rows
 					if k.looped {
 						k.cache = !k.cache // both looped flavours
 						keys[k] = true

@@ -1,6 +1,7 @@
 package norm
 
 import (
+	"math"
 	"testing"
 
 	"github.com/gokittens/kittens/cuda"
@@ -315,6 +316,48 @@ func TestKernelKeyFull(t *testing.T) {
 		k := tc.k.withConfig(c, tc.n)
 		if k.full != tc.full || k.early != tc.early || k.tie != tc.tie {
 			t.Errorf("%s: %+v gives full %v, early %v, tie %v; want %v, %v, %v", tc.name, c, k.full, k.early, k.tie, tc.full, tc.early, tc.tie)
+		}
+	}
+}
+
+// TestKernelKeyRows checks which launches withRows specializes on their
+// rows: 32-bit offsets up to the last element a spare group could index,
+// compile-time rows only where every row tensor is contiguous, no row checks
+// only where the groups cover the rows, and the weights tied only to RMS
+// rows.
+func TestKernelKeyRows(t *testing.T) {
+	rms, l2, layer := kernelKey{op: opRMS, weight: weightPlain}, kernelKey{op: opRMS}, kernelKey{op: opLayer, weight: weightPlain, bias: true}
+	const big = 1 << 24 // rows of 128 that reach 2^31 elements; the picker serves them in groups of 8 lanes, 16 rows a block
+	cases := []struct {
+		name    string
+		k       kernelKey
+		rows, n int
+		strides []int64 // y, residual output, x, second input (0: absent)
+		off32   bool
+		ncols   int
+		exact   bool
+		tie     bool
+	}{
+		{"L2Norm 65536x128", l2, 65536, 128, []int64{128, 0, 128, 0}, true, 128, true, false},
+		{"RMSNorm 65536x128: tied", rms, 65536, 128, []int64{128, 0, 128, 0}, true, 128, true, true},
+		{"LayerNorm 65536x128: untied", layer, 65536, 128, []int64{128, 0, 128, 0}, true, 128, true, false},
+		{"RMSNorm of 65537 rows: the last block has spare groups", rms, 65537, 128, []int64{128, 0, 128, 0}, true, 128, false, false},
+		{"strided x: row length from the arguments", rms, 4096, 128, []int64{128, 0, 136, 0}, true, 0, true, true},
+		{"L2 backward, y strided", kernelKey{op: opL2Backward}, 4096, 128, []int64{128, 0, 128, 200}, true, 0, true, false},
+		{"the grid's rows x 128 + 128 = 2^31 - 1920", l2, big - 16, 128, []int64{128, 0, 128, 0}, true, 128, true, false},
+		{"the grid's rows x 128 + 128 = 2^31 + 128", l2, big, 128, []int64{128, 0, 128, 0}, false, 128, true, false},
+		{"spare groups count: 2^31 + 128 again", l2, big - 15, 128, []int64{128, 0, 128, 0}, false, 128, false, false},
+		{"one row of the widest stride", l2, 1, 128, []int64{128, 0, math.MaxInt, 0}, false, 0, false, false},
+		{"groups of four lanes keep the run-time form", rms, 16384, 128, []int64{128, 0, 128, 0}, false, 0, false, false},
+		{"a block per row keeps the run-time form", rms, 4096, 7168, []int64{7168, 0, 7168, 0}, false, 0, false, true},
+	}
+	for _, tc := range cases {
+		c := pickConfig(propsH100, rowShape{rows: tc.rows, n: tc.n, elemSize: 2, twoPass: tc.k.op == opLayer,
+			cachesTwo: tc.k.op == opL2Backward, vector: true})
+		k := tc.k.withConfig(c, tc.n).withRows(c, tc.rows, tc.n, tc.strides)
+		if k.off32 != tc.off32 || k.ncols != tc.ncols || k.exact != tc.exact || k.tie != tc.tie {
+			t.Errorf("%s: %+v gives off32 %v, ncols %d, exact %v, tie %v; want %v, %d, %v, %v", tc.name, c,
+				k.off32, k.ncols, k.exact, k.tie, tc.off32, tc.ncols, tc.exact, tc.tie)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package norm
 import (
 	_ "embed"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/gokittens/kittens/cuda"
@@ -38,6 +39,9 @@ type kernelKey struct {
 	onePass   bool
 	pad       bool // rows are zero-padded past n
 	stats     bool // rstd or mean is written
+	off32     bool // row offsets fit in int32 (see withRows)
+	ncols     int  // the row length and every row stride, fixed at compile time; 0: from the arguments
+	exact     bool // the groups cover the rows exactly: no row checks
 }
 
 // withConfig is k specialized for launch configuration c on rows of n.
@@ -84,6 +88,8 @@ type kernelKey struct {
 // last row read in its place by the spare groups, rmsnorm 16384x128 ran
 // 7.31 -> 7.44 µs and layernorm 16384x128 7.62 -> 7.70 on the H100 (7.20
 // and 7.58 with the condition), though neither shape has a spare group.
+// (Where the groups cover the rows exactly, withRows drops the condition
+// at compile time.)
 func (k kernelKey) withConfig(c config, n int) kernelKey {
 	k.vec, k.even, k.perThread, k.group, k.bound = c.vec, c.vec > 1 && n%c.vec == 0, c.perThread, c.group, c.bound
 	k.prefetch, k.waves, k.looped, k.cache, k.reload = c.prefetch, c.waves && !c.looped, c.looped, c.cache, c.reload
@@ -95,6 +101,60 @@ func (k kernelKey) withConfig(c config, n int) kernelKey {
 	}
 	k.tie = k.early && c.group == 0
 	k.full = !c.looped && (c.vec == 1 || k.even) && intmath.CeilDiv(n, c.vec) == lanes*c.perThread
+	return k
+}
+
+// compiledGroup is the fewest lanes of a group that withRows specializes.
+const compiledGroup = 8
+
+// withRows specializes k, built for configuration c, further on the
+// launch's rows: rows of n elements whose tensors (y, the residual output, x,
+// the second input; 0 for an absent one) have the given row strides. It
+// takes groups of lanes in waves (the sub-warp path) toward the form of
+// torch.compile's (Triton's) kernels, whose sizes are constants: 32-bit row
+// offsets where every offset the grid forms fits in int32 (OFF32), the row
+// length and strides as constants where the rows are contiguous (NCOLS),
+// and no row checks where the groups cover the rows exactly (EXACT). Tied
+// to the weights (TIE) too, RMS rows then keep their weight loads beside
+// the row's. The row's loads then issue after 16 instructions instead of
+// 33 (l2norm_fwd 65536x128, nvcc 11.8); Inductor's come after 17.
+//
+// kittens bench, the build before and this one alternating six rounds in
+// one device call, each run's draw of the launch floor taken out (the median
+// offset of the unchanged one- and 32-row cases), µs, H200 / H100:
+// l2norm_bwd 65536x64 10.78 -> 10.64 / 13.34 -> 13.12, 65536x256 27.99 ->
+// 27.56 / 38.17 -> 37.61; l2norm_fwd 65536x256 20.28 -> 20.06 / 26.95 ->
+// 26.69; fused_add_rmsnorm 4096x128 5.65 -> 5.48 / 6.13 -> 5.99, 16384x128
+// 8.55 -> 8.29 / 10.37 -> 10.14; fused_add_layernorm 16384x128 8.78 -> 8.55
+// / 10.55 -> 10.28; layernorm 128x128 4.22 -> 4.07 / 4.43 -> 4.30; the
+// other shapes of groups of 8 lanes or more from 1.5% faster to 0.5% slower
+// (rmsnorm 128x128 on the H200, 4.04 -> 4.06). Untied, RMS rows lost
+// (rmsnorm 65536x128 12.75 -> 13.13 on the H200: ptxas moved the weight
+// loads after the row's sums); tied, LayerNorm rows gave up their gain (H100
+// layernorm 4096x128 4.82 -> 4.92, 65536x128 15.98 -> 16.10). Groups of four
+// lanes keep the run-time form: specialized, the two shapes that fill one
+// wave ran slower on both GPUs (rmsnorm 16384x128 6.53 -> 6.74 / 7.29 ->
+// 7.60, l2norm_fwd 65536x64 8.46 -> 8.65 / 10.31 -> 10.32; the SASS shows
+// nothing that explains it), and the one that does not gained less than 1%.
+func (k kernelKey) withRows(c config, rows, n int, strides []int64) kernelKey {
+	if c.looped || !c.waves || c.group < compiledGroup {
+		return k
+	}
+	perBlock := c.threads / c.group
+	covered := int64(c.grid) * int64(perBlock) // rows the grid's groups index, past the end included
+	contiguous, widest := true, int64(0)
+	for _, st := range strides {
+		if st != 0 {
+			contiguous = contiguous && st == int64(n)
+			widest = max(widest, st)
+		}
+	}
+	k.off32 = widest <= (math.MaxInt32-int64(n))/covered
+	if contiguous {
+		k.ncols = n
+	}
+	k.exact = rows%perBlock == 0
+	k.tie = k.tie || (k.exact && k.op == opRMS && k.weight != weightNone && !k.reload)
 	return k
 }
 
@@ -123,6 +183,7 @@ func (k kernelKey) kernel() jit.Kernel {
 			"PREFETCH": b2i(k.prefetch), "WAVES": b2i(k.waves), "LOOPED": b2i(k.looped), "CACHE": b2i(k.cache),
 			"THREADS": k.bound, "RELOAD": b2i(k.reload), "HINT": b2i(k.hint),
 			"ONEPASS": b2i(k.onePass), "PAD": b2i(k.pad), "STATS": b2i(k.stats), "TIE": b2i(k.tie),
+			"OFF32": b2i(k.off32), "NCOLS": k.ncols, "EXACT": b2i(k.exact),
 		}),
 	}
 }
@@ -152,8 +213,9 @@ func (j *job) shape() rowShape {
 }
 
 func (j *job) key(c config) kernelKey {
-	return kernelKey{dtype: j.x.DType(), op: j.op, add: j.add, weight: j.weight, bias: j.b != nil,
+	k := kernelKey{dtype: j.x.DType(), op: j.op, add: j.add, weight: j.weight, bias: j.b != nil,
 		pad: j.nOut > j.n(), stats: j.rstd != nil || j.mean != nil}.withConfig(c, j.n())
+	return k.withRows(c, j.rows(), j.n(), []int64{rowStride(j.y), rowStride(j.residualOut), rowStride(j.x), rowStride(j.x2)})
 }
 
 func ptrOf(t *tensor.Tensor) cuda.DevicePtr {

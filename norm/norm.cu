@@ -72,8 +72,11 @@
 // ask L2 to evict them last); ONEPASS (16-bit LayerNorm statistics in one
 // pass); FULL (norm_rows: every lane holds VPT whole accesses of the row,
 // so its loads need no conditions); EARLY (norm_rows forms RMSNorm's x·w
-// before the reduction); TIE (with EARLY: the row's first sum waits for the
-// weights); LOOPED (which entry this build holds); CACHE;
+// before the reduction); TIE (RMS rows: the row's first sum waits for the
+// weights); OFF32 (norm_rows: every row offset the grid forms fits in int);
+// NCOLS (norm_rows: the rows are NCOLS long and contiguous, 0: from the
+// arguments); EXACT (norm_rows in WAVES: the groups cover the rows exactly,
+// so no row is checked); LOOPED (which entry this build holds); CACHE;
 // THREADS (the block bound); PAD (rows are zero-padded to n_out > n); STATS
 // (rstd_out or mean_out is given). The last two keep an unpadded launch without
 // statistics free of the checks after its stores (a dozen instructions a
@@ -524,22 +527,35 @@ KI void write_stats(const RowStats& st, float* rstd_out, float* mean_out, i64 ro
 
 #if !LOOPED
 static_assert(!EARLY || (KIND == OP_RMS && WEIGHT != 0 && !RELOAD), "EARLY is for RMS rows with weights in registers");
-static_assert(!TIE || EARLY, "TIE ties EARLY rows' sums to their weights");
+static_assert(!TIE || (KIND == OP_RMS && WEIGHT != 0 && !RELOAD), "TIE ties RMS rows' sums to weights in registers");
+static_assert(!EXACT || WAVES, "EXACT is for groups or blocks that serve one row");
+
+// Idx holds rows and row offsets: 32-bit where every offset fits (OFF32).
+#if OFF32
+typedef int Idx;
+#else
+typedef i64 Idx;
+#endif
 
 extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
   wait_prior_grids();
+#if NCOLS
+  n = NCOLS;  // contiguous rows of a length known at compile time
+  ldx = ldx2 = ldy = ldro = NCOLS;
+#endif
   __shared__ Scratch scratch;
   const int accesses = (n + VEC - 1) / VEC;
-  // Rows are i64 so that row + step cannot overflow near 2^31 rows.
+  // Rows are i64 so that row + step cannot overflow near 2^31 rows (with
+  // OFF32, int: the grid's groups serve one row each and all offsets fit).
 #if GROUP > 0
   const int lane = threadIdx.x % GROUP, threads = GROUP;
   const int per_block = blockDim.x / GROUP;
-  i64 row = (i64)blockIdx.x * per_block + threadIdx.x / GROUP;
-  i64 first = row - (threadIdx.x % 32) / GROUP;  // the warp's first row: uniform across the warp
+  Idx row = (Idx)blockIdx.x * per_block + threadIdx.x / GROUP;
+  Idx first = row - (threadIdx.x % 32) / GROUP;  // the warp's first row: uniform across the warp
   const int step = gridDim.x * per_block;
 #else
   const int lane = threadIdx.x, threads = blockDim.x;
-  i64 row = blockIdx.x, first = row;
+  Idx row = blockIdx.x, first = row;
   const int step = gridDim.x;
 #endif
   const int count = warp_elements(n, threads, VPT);
@@ -555,14 +571,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
   // without a per-access condition; a block that owns a row in WAVES
   // (GROUP = 0) always has one too, since the grid is then the rows. Its
   // loads then issue back to back, where each condition had made a branch
-  // of its own between them. (Groups keep the row condition; see
-  // kernelKey.withConfig.)
-  auto load_row = [&](i64 rw, Inputs (&in)[VPT]) {
-    const Elem *xr = x + rw * ldx, *x2r = x2 + rw * ldx2;
+  // of its own between them. (Groups keep the row condition unless they
+  // cover the rows exactly, EXACT; see kernelKey.withConfig and withRows.)
+  auto load_row = [&](Idx rw, Inputs (&in)[VPT]) {
+    const Elem *xr = x + rw * (Idx)ldx, *x2r = x2 + rw * (Idx)ldx2;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       const int i = lane + k * threads;
-      if (((FULL && WAVES && GROUP == 0) || rw < rows) && (FULL || i < accesses)) {
+      if (((FULL && WAVES && GROUP == 0) || EXACT || rw < rows) && (FULL || i < accesses)) {
         load_inputs(xr, x2r, i, n, in[k]);
       } else {
         in[k].x.zero();
@@ -586,8 +602,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #if !PREFETCH && !WAVES
     load_row(row, cur);
 #endif
-    const bool live = row < rows;
-    Elem *yr = y + row * ldy, *ror = res_out + row * ldro;
+    const bool live = EXACT || row < rows;
+    Elem *yr = y + row * (Idx)ldy, *ror = res_out + row * (Idx)ldro;
 #if KIND == OP_L2_BWD
     const float rin = live ? rstd_in[row] : 0.f;
 #else
@@ -641,17 +657,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
     for (int k = 0; k < VPT; ++k)
 #pragma unroll
       for (int t = 0; t < VEC; ++t) pre[k][t] = h[k].get(t) * gain(cols[k], t);
+#endif
 #if TIE
-    // The sum adds +0 made of the weights' bits and n's sign bit (zero, but
-    // not to the compiler), so that the loads of the weights issue before
-    // it and overlap the row's own; the products above do not hold them
-    // there, since the compilers move them to their use after the
-    // reduction (see kernelKey.withConfig).
+    // The sum adds +0 made of the weights' bits and the sign bit of rows
+    // (zero, but not to the compiler), so that the loads of the weights
+    // issue before it and overlap the row's own; EARLY's products do not
+    // hold them there, since the compilers move them to their use after
+    // the reduction (see kernelKey.withConfig and withRows).
     u32 wbits = 0;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) wbits |= cols[k].w.u[0];
-    s1 += __uint_as_float(wbits & (u32)(n >> 31));
-#endif
+    s1 += __uint_as_float(wbits & (u32)(rows >> 31));
 #endif
 #pragma unroll
     for (int k = 0; k < VPT; ++k) launder(h[k]), launder(h2[k]);
