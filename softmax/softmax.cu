@@ -32,7 +32,10 @@
 // issued before the first use. Without a cluster, blocks are persistent
 // (PREFETCH): a grid sized to the GPU walks the rows, and a block loads its
 // next rows while it reduces the current ones, so memory stays busy through
-// the barriers. Positions past the row read as −inf. The max subtracted is
+// the barriers. Lane groups may also be compiled for their launch's rows:
+// 32-bit offsets, the row length as a constant, no row checks, one unit a
+// block (OFF32, NCOLS, EXACT, ONCE; config.go's withRows says when). Positions
+// past the row read as −inf. The max subtracted is
 // "safe" (0 when it is −inf), so −inf elements and padding add 2^(−inf) = 0
 // without an inf − inf; a row of −inf still ends as 0/0 = NaN, +inf gives
 // inf − inf = NaN, and a NaN poisons its partial sum, which every merge
@@ -69,6 +72,18 @@
 #ifndef FULL
 #define FULL 0 // every block's share of a row is exactly one register tile (resident path)
 #endif
+#ifndef OFF32
+#define OFF32 0 // lane groups: every row offset the grid forms fits in int
+#endif
+#ifndef NCOLS
+#define NCOLS 0 // lane groups: rows of NCOLS elements, contiguous (0: from the arguments)
+#endif
+#ifndef EXACT
+#define EXACT 0 // lane groups: the units hold whole rows only (no row past the last)
+#endif
+#ifndef ONCE
+#define ONCE 0 // lane groups: the grid is the units, one a block
+#endif
 
 typedef DTYPE T;
 constexpr int V = VEC, R = NVEC, G = GROUP;
@@ -77,6 +92,16 @@ static_assert((V & (V - 1)) == 0 && V * sizeof(T) <= 16, "a vector is a power of
 static_assert(G >= 0 && G <= 32 && (G & (G - 1)) == 0, "G is 0 or a power of two up to 32");
 
 constexpr int E = R * V; // elements a thread holds per tile
+
+static_assert(G > 0 || !(OFF32 || NCOLS || EXACT || ONCE), "rows are compiled in only for lane groups");
+static_assert(!ONCE || !BULK, "ONCE is for softmax_fwd");
+
+// Idx holds row offsets: 32-bit where every offset fits (OFF32).
+#if OFF32
+typedef int Idx;
+#else
+typedef i64 Idx;
+#endif
 constexpr float kLog2e = 1.4426950408889634f;
 
 KI float ex2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
@@ -272,6 +297,10 @@ KI Stat merge_all(Stat own, Stat* scratch, int it) {
 extern "C" __global__ void __launch_bounds__(MAXT, MAXT < 1024 ? 1024 / MAXT : 1) // at most 64 registers
 softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, float scale) {
   wait_prior_grids();
+#if NCOLS
+  n = NCOLS;  // contiguous rows of a length known at compile time
+  ldx = ldy = NCOLS;
+#endif
   extern __shared__ Stat scratch[];
   const Work w = work(rows, n, chunk);
   const int tile = w.lanes * E, rowmax = rows - 1;
@@ -307,24 +336,28 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       }
     }
   } else { // resident: the tile stays in registers between reduction and write
+    // clamp is a row's index in x, and a row past the last (an idle group
+    // that still joins the shuffles) the last row's; its end is 0.
+    auto clamp = [&](int row) { return EXACT ? row : min(row, rowmax); };
+    auto row_end = [&](int row) { return EXACT || row <= rowmax ? w.begin + w.share : 0; };
 #if PREFETCH
     Raw raw;
-    if (w.first < w.units) {
+    if (ONCE || w.first < w.units) {
       const int row = w.first * w.per + w.sub;
-      fetch<FULL>(x + (i64)min(row, rowmax) * ldx, w.begin, w.lanes, w.lane, row <= rowmax ? w.begin + w.share : 0, raw);
+      fetch<FULL>(x + (Idx)clamp(row) * (Idx)ldx, w.begin, w.lanes, w.lane, row_end(row), raw);
     }
 #endif
-    for (int u = w.first; u < w.units; u += w.step, ++it) {
-      const int row = u * w.per + w.sub; // past the last row: an idle group that still joins the shuffles
-      const i64 r = min(row, rowmax);
-      const int end = row <= rowmax ? w.begin + w.share : 0;
+    for (int u = w.first; ONCE || u < w.units; u += w.step, ++it) {
+      const int row = u * w.per + w.sub;
+      const Idx r = clamp(row);
+      const int end = row_end(row);
 #if PREFETCH
       unpack<FULL>(raw, w.begin, w.lanes, w.lane, end, scale, v);
       const int next = (u + w.step) * w.per + w.sub;
-      if (u + w.step < w.units)
-        fetch<FULL>(x + (i64)min(next, rowmax) * ldx, w.begin, w.lanes, w.lane, next <= rowmax ? w.begin + w.share : 0, raw);
+      if (!ONCE && u + w.step < w.units)
+        fetch<FULL>(x + (Idx)clamp(next) * (Idx)ldx, w.begin, w.lanes, w.lane, row_end(next), raw);
 #else
-      load_tile<FULL>(x + r * ldx, w.begin, w.lanes, w.lane, end, scale, v);
+      load_tile<FULL>(x + r * (Idx)ldx, w.begin, w.lanes, w.lane, end, scale, v);
 #endif
       Stat own{-kinf(), 0.f};
 #pragma unroll
@@ -339,7 +372,8 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
       const float f = expo(own.m - safe(all.m)) / all.s; // rebases e^(v − own.m) onto the row's max
 #pragma unroll
       for (int i = 0; i < E; ++i) v[i] *= f;
-      store_tile(y + r * ldy, w.begin, w.lanes, w.lane, end, v);
+      store_tile(y + r * (Idx)ldy, w.begin, w.lanes, w.lane, end, v);
+      if (ONCE) break;
     }
   }
 #if GROUP == 0

@@ -124,7 +124,8 @@ func (sp spec) defines() []string {
 			"EVICT_LAST": b2i(sp.EvictLast)})
 	}
 	return jit.Defines(map[string]any{"DTYPE": sp.dtypeName(), "VEC": sp.Vec, "NVEC": sp.NVec, "GROUP": sp.Group,
-		"MAXT": sp.MaxT, "PREFETCH": b2i(sp.Prefetch), "EVICT_LAST": b2i(sp.EvictLast), "FULL": b2i(sp.Full)})
+		"MAXT": sp.MaxT, "PREFETCH": b2i(sp.Prefetch), "EVICT_LAST": b2i(sp.EvictLast), "FULL": b2i(sp.Full),
+		"OFF32": b2i(sp.Off32), "NCOLS": sp.NCols, "EXACT": b2i(sp.Exact), "ONCE": b2i(sp.Once)})
 }
 
 func b2i(b bool) int {
@@ -201,6 +202,12 @@ func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
 			return err
 		}
 		c.Grid = min(c.Grid, max(1, occ)*dev.Props().SMs)
+	}
+	if r := c.withRows(m, n, int64(x.Stride(0)), int64(y.Stride(0))); r.spec != c.spec {
+		c = r
+		if fn, err = kernels.Get(dev, s, c.spec); err != nil {
+			return err
+		}
 	}
 	cfg := cuda.LaunchConfig{Grid: cuda.D1(c.Grid), Block: cuda.D1(c.Block), Shared: c.Smem, Stream: s}
 	if c.Cluster > 1 {

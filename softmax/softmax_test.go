@@ -355,6 +355,43 @@ func TestPickConfig(t *testing.T) {
 	}
 }
 
+// TestWithRows checks which lane-group launches withRows specializes on
+// their rows: one unit a block only where the grid is the units, no row
+// checks only where the units hold whole rows, 32-bit offsets up to the last
+// row the units index, compile-time rows only where both tensors are
+// contiguous, and nothing for a block per row.
+func TestWithRows(t *testing.T) {
+	const big = 1 << 24 // rows of 128 that reach 2^31 elements
+	for _, c := range []struct {
+		name             string
+		m, n, grid       int // grid: 0 for the picker's
+		ldx, ldy         int64
+		once, exact, off bool
+		ncols            int
+	}{
+		{"4096x128: a block a unit", 4096, 128, 0, 128, 128, true, true, true, 128},
+		{"65536x128, grid capped by occupancy", 65536, 128, 1056, 128, 128, false, true, true, 128},
+		{"4097 rows: a unit past the last row", 4097, 128, 0, 128, 128, true, false, true, 128},
+		{"y strided", 4096, 128, 0, 128, 200, true, true, true, 0},
+		{"2^24 - 32 rows: units x 32 x 128 + 128 = 2^31 - 3968", big - 32, 128, 0, 128, 128, true, true, true, 128},
+		{"2^24 rows: 2^31 + 128", big, 128, 0, 128, 128, true, true, false, 128},
+		{"a block per row", 4096, 4096, 0, 4096, 4096, false, false, false, 0},
+	} {
+		p := pickRegister(h200, c.m, c.n, tensor.BF16, 8)
+		if c.grid > 0 {
+			p.Grid = c.grid
+		}
+		got := p.withRows(c.m, c.n, c.ldx, c.ldy)
+		if got.Once != c.once || got.Exact != c.exact || got.Off32 != c.off || got.NCols != c.ncols {
+			t.Errorf("%s: %+v gives once %v, exact %v, off32 %v, ncols %d; want %v, %v, %v, %d", c.name, p,
+				got.Once, got.Exact, got.Off32, got.NCols, c.once, c.exact, c.off, c.ncols)
+		}
+		if got.Block != p.Block || got.Grid != p.Grid || got.Group != p.Group || got.NVec != p.NVec {
+			t.Errorf("%s: withRows changed the launch: %+v -> %+v", c.name, p, got)
+		}
+	}
+}
+
 // TestPickBulk checks the bulk picks for the benchmark shapes on an H200,
 // as measured best there (BenchmarkConfigs). Block counts the producer warp.
 func TestPickBulk(t *testing.T) {
