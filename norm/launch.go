@@ -3,7 +3,6 @@ package norm
 import (
 	_ "embed"
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/gokittens/kittens/cuda"
@@ -149,7 +148,7 @@ func (k kernelKey) withRows(c config, rows, n int, strides []int64) kernelKey {
 			widest = max(widest, st)
 		}
 	}
-	k.off32 = widest <= (math.MaxInt32-int64(n))/covered
+	k.off32 = intmath.FitsInt32(covered, widest, int64(n))
 	if contiguous {
 		k.ncols = n
 	}

@@ -9,9 +9,10 @@ import (
 )
 
 // TestKernelsCompile compiles, with NVRTC alone, the specializations the
-// picker yields on an H200 for the benchmark shapes, as withRows specializes
-// the lane-group ones, and the bulk variants (see gputest.CompileAll; the cluster and bulk-copy kernels need NVRTC 12
-// or later).
+// picker yields on an H200 for the benchmark shapes, as withRows and
+// oneUnitEach specialize the lane-group ones, and the bulk variants (see
+// gputest.CompileAll; the cluster and bulk-copy kernels need NVRTC 12 or
+// later).
 func TestKernelsCompile(t *testing.T) {
 	specs := map[spec]bool{}
 	for _, b := range benchShapes {
@@ -19,9 +20,11 @@ func TestKernelsCompile(t *testing.T) {
 		c := pickRegister(h200, b.M, b.N, b.DType, 16/b.DType.Size())
 		specs[c.spec] = true
 		n := int64(b.N)
-		specs[c.withRows(b.M, b.N, n, n).spec] = true // contiguous rows, one unit a block
-		c.Grid = 1
-		specs[c.withRows(b.M+1, b.N, n, n).spec] = true // a striding grid, a row past the last
+		r := c.withRows(b.M, b.N, n, n) // contiguous rows
+		specs[r.spec] = true
+		r.Once = r.oneUnitEach(b.M) // one unit a block, as the picker's grid gives it
+		specs[r.spec] = true
+		specs[c.withRows(b.M+1, b.N, n, n).spec] = true // a row past the last
 	}
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
 		specs[bulkConfig(h200, 16, 1<<16, dt, 8, 2, 0, 256, 1).spec] = true

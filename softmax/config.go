@@ -490,17 +490,17 @@ func (sp spec) dtypeName() string {
 	return "bf16"
 }
 
-// withRows specializes a lane-group config c, whose grid is final (capped by
-// occupancy where it prefetches), on the launch's m rows of n elements with
-// row strides ldx and ldy, toward the form of torch.compile's (Triton's)
-// kernels, whose sizes are constants (as norm's groups are; see
-// norm.kernelKey.withRows): one unit a block where the grid is the units
-// (ONCE: no row loop, no prefetch of a next unit), no row checks where the
-// units hold whole rows (EXACT), 32-bit row offsets where every offset the
-// units index fits in int32 (OFF32), and the row length and strides as
-// constants where both tensors are contiguous (NCOLS; the streaming code
-// then compiles away). SASS of 4096x128 bf16 (nvcc 11.8): the first load
-// after 15 instructions instead of 56, 312 in all instead of 1211.
+// withRows specializes a lane-group config c on the launch's m rows of n
+// elements with row strides ldx and ldy, toward the form of torch.compile's
+// (Triton's) kernels, whose sizes are constants (as norm's groups are; see
+// norm.kernelKey.withRows): no row checks where the units hold whole rows
+// (EXACT), 32-bit row offsets where every offset the units index fits in
+// int32 (OFF32), and the row length and strides as constants where both
+// tensors are contiguous (NCOLS; the streaming code then compiles away).
+// Once the grid is final, oneUnitEach says whether it is the units, one a
+// block (ONCE: no row loop, no prefetch of a next unit). SASS of 4096x128
+// bf16 (nvcc 11.8): the first load after 15 instructions instead of 56,
+// 312 in all instead of 1211.
 //
 // kittens bench, the build before and this one alternating seven rounds in
 // one device call, each run's draw taken out (the median offset of the
@@ -514,12 +514,17 @@ func (c config) withRows(m, n int, ldx, ldy int64) config {
 		return c
 	}
 	per := c.Block / c.Group
-	units := intmath.CeilDiv(m, per)
-	c.Once = c.Grid == units
 	c.Exact = m%per == 0
-	c.Off32 = max(ldx, ldy) <= (math.MaxInt32-int64(n))/(int64(units)*int64(per))
+	c.Off32 = intmath.FitsInt32(int64(intmath.CeilDiv(m, per)*per), max(ldx, ldy), int64(n))
 	if ldx == int64(n) && ldy == int64(n) {
 		c.NCols = n
 	}
 	return c
+}
+
+// oneUnitEach reports whether a lane-group config's final grid (capped by
+// occupancy where it prefetches) gives each of m rows' units a block of its
+// own, so that it may take ONCE.
+func (c config) oneUnitEach(m int) bool {
+	return c.Group > 0 && !c.Bulk && !c.Stream && c.Grid == intmath.CeilDiv(m, c.Block/c.Group)
 }

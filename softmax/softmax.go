@@ -180,6 +180,7 @@ func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
 	if c.Grid > math.MaxInt32 {
 		return fmt.Errorf("softmax.Softmax: %d rows need %d blocks, more than a grid holds", m, c.Grid)
 	}
+	c = c.withRows(m, n, int64(x.Stride(0)), int64(y.Stride(0)))
 	fn, err := kernels.Get(dev, s, c.spec)
 	if err != nil {
 		return err
@@ -203,8 +204,8 @@ func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
 		}
 		c.Grid = min(c.Grid, max(1, occ)*dev.Props().SMs)
 	}
-	if r := c.withRows(m, n, int64(x.Stride(0)), int64(y.Stride(0))); r.spec != c.spec {
-		c = r
+	if c.oneUnitEach(m) {
+		c.Once = true
 		if fn, err = kernels.Get(dev, s, c.spec); err != nil {
 			return err
 		}

@@ -355,11 +355,11 @@ func TestPickConfig(t *testing.T) {
 	}
 }
 
-// TestWithRows checks which lane-group launches withRows specializes on
-// their rows: one unit a block only where the grid is the units, no row
-// checks only where the units hold whole rows, 32-bit offsets up to the last
-// row the units index, compile-time rows only where both tensors are
-// contiguous, and nothing for a block per row.
+// TestWithRows checks which lane-group launches withRows and oneUnitEach
+// specialize on their rows: one unit a block only where the grid is the
+// units, no row checks only where the units hold whole rows, 32-bit offsets
+// up to the last row the units index, compile-time rows only where both
+// tensors are contiguous, and nothing for a block per row.
 func TestWithRows(t *testing.T) {
 	const big = 1 << 24 // rows of 128 that reach 2^31 elements
 	for _, c := range []struct {
@@ -382,9 +382,10 @@ func TestWithRows(t *testing.T) {
 			p.Grid = c.grid
 		}
 		got := p.withRows(c.m, c.n, c.ldx, c.ldy)
-		if got.Once != c.once || got.Exact != c.exact || got.Off32 != c.off || got.NCols != c.ncols {
+		once := got.oneUnitEach(c.m)
+		if once != c.once || got.Exact != c.exact || got.Off32 != c.off || got.NCols != c.ncols {
 			t.Errorf("%s: %+v gives once %v, exact %v, off32 %v, ncols %d; want %v, %v, %v, %d", c.name, p,
-				got.Once, got.Exact, got.Off32, got.NCols, c.once, c.exact, c.off, c.ncols)
+				once, got.Exact, got.Off32, got.NCols, c.once, c.exact, c.off, c.ncols)
 		}
 		if got.Block != p.Block || got.Grid != p.Grid || got.Group != p.Group || got.NVec != p.NVec {
 			t.Errorf("%s: withRows changed the launch: %+v -> %+v", c.name, p, got)

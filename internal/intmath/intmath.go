@@ -2,7 +2,10 @@
 // picker needs.
 package intmath
 
-import "math/bits"
+import (
+	"math"
+	"math/bits"
+)
 
 // CeilDiv is ⌈a/b⌉ for a ≥ 0, b > 0.
 func CeilDiv(a, b int) int { return (a + b - 1) / b }
@@ -23,3 +26,9 @@ func NextPow2(a int) int {
 	}
 	return 1 << n
 }
+
+// FitsInt32 reports whether rows·stride + n ≤ 2^31 − 1, without overflowing
+// on the way, for rows ≥ 1 and stride, n ≥ 0: whether a kernel that forms
+// the offsets of rows rows of n elements, stride apart, may form them in
+// int.
+func FitsInt32(rows, stride, n int64) bool { return stride <= (math.MaxInt32-n)/rows }

@@ -1,6 +1,7 @@
 package intmath
 
 import (
+	"math"
 	"math/bits"
 	"testing"
 )
@@ -28,4 +29,21 @@ func TestNextPow2Overflow(t *testing.T) {
 		}
 	}()
 	NextPow2(1<<(bits.UintSize-2) + 1)
+}
+
+// TestFitsInt32 checks the bound at 2^31 − 1 and that a product past int64
+// does not wrap into a pass.
+func TestFitsInt32(t *testing.T) {
+	for _, c := range []struct {
+		rows, stride, n int64
+		want            bool
+	}{
+		{1, math.MaxInt32 - 5, 5, true}, {1, math.MaxInt32 - 5, 6, false},
+		{1 << 24, 128, 0, false}, {1<<24 - 1, 128, 127, true}, {1<<24 - 1, 128, 129, false},
+		{16, math.MaxInt64, 128, false}, {1 << 40, 1 << 30, 0, false},
+	} {
+		if got := FitsInt32(c.rows, c.stride, c.n); got != c.want {
+			t.Errorf("FitsInt32(%d, %d, %d) = %v, want %v", c.rows, c.stride, c.n, got, c.want)
+		}
+	}
 }
