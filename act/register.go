@@ -177,6 +177,7 @@ func benchCase(name string, xShape, yShape []int, run func(s *cuda.Stream, y, x 
 		Name:  name + " bf16",
 		Bytes: 2 * (numel(xShape) + numel(yShape)),
 		Torch: torch,
+		Goal:  registry.RowwiseGoal,
 		New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
 			x, err := tensor.RandDevice(dev, rng, tensor.BF16, 0, 1, xShape...)
 			if err != nil {

@@ -9,6 +9,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/gokittens/kittens/registry"
 )
 
 // Entry is one measured case of a report.
@@ -19,6 +21,10 @@ type Entry struct {
 	SameCopyGBs      float64      // CopyAt(Bytes) in the same run, when measured
 	Torch            *TorchResult // PyTorch's times, when compared
 	Err              string       // why the case could not be measured
+	// Goal is what the case's issue asks of it (the registry's); runs
+	// do not record it, so a report read back from JSON has none until
+	// the caller sets it.
+	Goal registry.Goal
 	// Samples are the times of each run, where Merge combined several runs
 	// of this case; the times above are then their medians.
 	Samples []Sample
@@ -258,6 +264,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, f := range r.failures() {
 		b.WriteString("FAILED " + f + "\n")
 	}
+	if rows, _ := r.targetTally(); len(rows) > 0 {
+		b.WriteString("\ntargets:\n")
+		if err := targetsTable(rows).WriteText(&b); err != nil {
+			return err
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -322,6 +334,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		for _, f := range fs {
 			b.WriteString("- " + f + "\n")
 		}
+	}
+	if err := r.writeTargets(&b); err != nil {
+		return err
 	}
 	b.WriteString("\n## Method\n\n")
 	if r.Env.CPUOnly() {

@@ -444,6 +444,7 @@ func (c testCase) bench(torch *registry.TorchCase) registry.Bench {
 		Name:  c.name,
 		Bytes: c.layout(rand.New(rand.NewPCG(1, 2))).bytes,
 		Torch: torch,
+		Goal:  registry.RowwiseGoal,
 		New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
 			bd := c.build(rng, tiledFill(rng))
 			devTS := make([]*tensor.Tensor, len(bd.ts))

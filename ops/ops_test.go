@@ -9,8 +9,8 @@ import (
 )
 
 // TestEveryOpIsComplete holds every registered op to the pattern: a doc
-// line, parity cases, and benchmark cases that count their bytes and have a
-// PyTorch counterpart, with case names unique within the op.
+// line, parity cases, and benchmark cases that count their bytes, have a
+// PyTorch counterpart and a goal, with case names unique within the op.
 func TestEveryOpIsComplete(t *testing.T) {
 	ops := registry.All()
 	if len(ops) == 0 {
@@ -32,6 +32,9 @@ func TestEveryOpIsComplete(t *testing.T) {
 		for _, b := range op.Benches {
 			if b.Bytes <= 0 || b.New == nil || b.Torch == nil || b.Torch.Op == "" {
 				t.Errorf("%s/%s: bytes %d, has New %v, torch %+v", op.Name, b.Name, b.Bytes, b.New != nil, b.Torch)
+			}
+			if b.Goal == (registry.Goal{}) {
+				t.Errorf("%s/%s: no goal: BENCH.md cannot count it against its issue", op.Name, b.Name)
 			}
 			if seen["bench "+b.Name] {
 				t.Errorf("%s: bench case %q twice", op.Name, b.Name)

@@ -121,7 +121,30 @@ type Bench struct {
 	// Torch, when set, is the same case for the PyTorch side of the
 	// comparison (see TorchCase).
 	Torch *TorchCase
+	// Goal is what the family's issue asks of the case; the generated
+	// BENCH.md counts each case against it.
+	Goal Goal
 }
+
+// Goal is what an issue asks of a benchmark case: each field is the least
+// ratio or percentage it must reach, 0 where the issue asks none.
+type Goal struct {
+	VsCompile float64 // torch.compile's time over ours
+	VsEager   float64 // PyTorch eager's time over ours (for top-k: torch.topk's)
+	// CopyPct is a percentage of the copy ceiling (the 1 GiB device copy),
+	// asked of cases that move CopyGoalMin bytes or more.
+	CopyPct float64
+}
+
+// CopyGoalMin is the least data of a case that Goal.CopyPct is asked of:
+// the issues' "data ≥ 64 MB".
+const CopyGoalMin = 64e6
+
+// RowwiseGoal is what the row-wise families' issues ask of every shape
+// they benchmark: as fast as torch.compile, and ≥ 95% of the copy ceiling
+// where the data is 64 MB or more (norm asks more of eager; top-k asks
+// against torch.topk instead).
+var RowwiseGoal = Goal{VsCompile: 1, CopyPct: 95}
 
 // Instance is one allocated benchmark set.
 type Instance struct {

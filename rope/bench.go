@@ -64,6 +64,7 @@ func qkBenches() []registry.Bench {
 		// each token reads one cache row and one int64 position.
 		bytes := int64(c.t) * int64((c.hq+c.hk)*c.r*2*benchDT.Size()+c.r*benchCacheDT.Size()+8)
 		out = append(out, registry.Bench{
+			Goal:  registry.RowwiseGoal,
 			Name:  fmt.Sprintf("%s T=%d q %dx%d k %dx%d r=%d bf16", c.model, c.t, c.hq, c.d, c.hk, c.d, c.r),
 			Bytes: bytes,
 			New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
@@ -105,6 +106,7 @@ func bhsdBenches() []registry.Bench {
 		b, h, s, d := sh[0], sh[1], sh[2], sh[3]
 		n := int64(b * h * s * d)
 		out = append(out, registry.Bench{
+			Goal:  registry.RowwiseGoal,
 			Name:  fmt.Sprintf("%dx%dx%dx%d bf16", b, h, s, d),
 			Bytes: 2*n*int64(benchDT.Size()) + int64(2*s*d/2*benchCacheDT.Size()),
 			New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {

@@ -215,6 +215,7 @@ func (b benchShape) bench() registry.Bench {
 		Bytes: 2 * int64(b.M) * int64(b.N) * int64(b.DType.Size()),
 		New:   b.instance,
 		Torch: &registry.TorchCase{Op: "softmax", Args: map[string]any{"M": b.M, "N": b.N, "dtype": b.DType.String()}},
+		Goal:  registry.RowwiseGoal,
 	}
 }
 

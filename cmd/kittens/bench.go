@@ -117,7 +117,7 @@ func benchDevice(dev *cuda.Device, ops []*registry.Op, opt bench.Options, stderr
 	eachCase(ops, benchesOf, benchName, stderr, func(op *registry.Op, b registry.Bench) {
 		r, err := bench.Measure(dev, b, opt)
 		e := entry(op, b.Name, r, err)
-		e.Bytes, e.Flops = b.Bytes, b.Flops
+		e.Bytes, e.Flops, e.Goal = b.Bytes, b.Flops, b.Goal
 		if b.Bytes >= sameCopyMin && opt.Graph == 0 { // a lone copy says nothing of launches in a graph
 			size := bench.CopyBytes(b.Bytes)
 			if _, ok := copies[size]; !ok {

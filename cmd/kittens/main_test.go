@@ -36,7 +36,7 @@ func init() {
 	}
 	registry.Register(&registry.Op{Name: "kittens-test-copy", Family: "kittens-test", Doc: "y = x (a test op)",
 		Checks:  []registry.Check{copyCase(3, 5), copyCase(64, 33)},
-		Benches: []registry.Bench{{Name: "1024x1024 f32", Bytes: 2 * copyBytes, New: newCopy}}})
+		Benches: []registry.Bench{{Name: "1024x1024 f32", Bytes: 2 * copyBytes, New: newCopy, Goal: registry.Goal{VsCompile: 1}}}})
 	registry.Register(&registry.Op{Name: "kittens-test-bench-only", Family: "kittens-test", Doc: "no parity case (a test op)",
 		Benches: []registry.Bench{{Name: "8x8 f32", Bytes: 2 * copyBytes, New: newCopy}}})
 	registry.Register(&registry.Op{Name: "kittens-test-bad", Family: "kittens-test", Doc: "always fails (a test op)",
@@ -286,7 +286,9 @@ func TestReportFailures(t *testing.T) {
 		code           int
 		stdout, stderr []string
 	}{
-		{"all measured", []string{"report", ok}, exitOK, []string{"kittens-test-copy 1024x1024 f32 5.00"}, nil},
+		// The JSON holds no goals: the counts come from the registry's.
+		{"all measured", []string{"report", ok}, exitOK,
+			[]string{"kittens-test-copy 1024x1024 f32 5.00", "targets:", "kittens-test ≥ 1.00× torch.compile 1 1 — 0"}, nil},
 		{"torch.compile failed", []string{"report", ok, failed}, exitFail,
 			[]string{"2048x1024 f32 5.00 1678 41% 6.00 failed 1.20× —", "FAILED kittens-test-copy 2048x1024 f32: torch: BackendCompilerFailed: bang"}, nil},
 		{"not a report", []string{"report", notReport}, exitFail, nil, []string{`other.json: bench: reading a JSON report: no "env" and "entries"`}},

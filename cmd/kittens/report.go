@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/registry"
 )
 
 // report merges the JSON outputs of several `kittens bench -json` runs on one
@@ -52,8 +54,22 @@ func (c *cli) report(args []string) int {
 		fmt.Fprintln(c.stderr, "kittens report:", err)
 		return exitFail
 	}
+	setGoals(rep)
 	if !c.emit("report", rep.WriteText, output{*write, rep.WriteMarkdown}) || rep.Failed() {
 		return exitFail
 	}
 	return exitOK
+}
+
+// setGoals gives each entry of rep the goal the registry now sets for its
+// case, since a run's JSON does not carry them; a case the registry no
+// longer lists has none.
+func setGoals(rep *bench.Report) {
+	for i, e := range rep.Entries {
+		if op, ok := registry.Lookup(e.Op); ok {
+			if j := slices.IndexFunc(op.Benches, func(b registry.Bench) bool { return b.Name == e.Case }); j >= 0 {
+				rep.Entries[i].Goal = op.Benches[j].Goal
+			}
+		}
+	}
 }
