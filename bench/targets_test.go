@@ -69,9 +69,7 @@ func TestTargetTally(t *testing.T) {
 		"topk|≥ 1.00× eager|1 1 0",
 		"topk|≥ 3.00× eager|2 1 0",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameLines(t, "rows", got, want)
 	got = got[:0]
 	for _, m := range misses {
 		got = append(got, m.op+" "+m.name+": "+m.what)
@@ -88,8 +86,14 @@ func TestTargetTally(t *testing.T) {
 		"silu just under: 0.99× torch.compile",
 		"topk routing slow: 2.90× eager; 3.00× needs 9.67 µs",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("misses:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	sameLines(t, "misses", got, want)
+}
+
+// sameLines fails t unless got and want hold the same lines.
+func sameLines(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if g, w := strings.Join(got, "\n"), strings.Join(want, "\n"); g != w {
+		t.Errorf("%s:\n%s\nwant:\n%s", what, g, w)
 	}
 }
 
