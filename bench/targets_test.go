@@ -102,7 +102,8 @@ func sameLines(t *testing.T, what string, got, want []string) {
 
 // TestTargetsWritten: the markdown has the targets section and the text
 // its counts; a report whose cases have no goal (a run read back from JSON
-// before its goals are set, or the CPU path) has neither.
+// before its goals are set, or the CPU path), or that timed its cases in
+// CUDA graphs, has neither.
 func TestTargetsWritten(t *testing.T) {
 	var md, text bytes.Buffer
 	r := goalReport()
@@ -126,7 +127,9 @@ func TestTargetsWritten(t *testing.T) {
 	if want := "norm    ≥ 1.50× eager"; !strings.Contains(text.String(), want) {
 		t.Errorf("text lacks %q:\n%s", want, text.String())
 	}
-	for _, r := range []*Report{fixedReport(), cpuReport()} {
+	graph := goalReport()
+	graph.Env.Graph = 16
+	for _, r := range []*Report{fixedReport(), cpuReport(), graph} {
 		md.Reset()
 		if err := r.WriteMarkdown(&md); err != nil || strings.Contains(md.String(), "Targets") {
 			t.Errorf("a report without goals has a targets section (%v):\n%s", err, md.String())
