@@ -15,7 +15,7 @@ import (
 type target struct {
 	label    func(goal float64) string
 	goal     func(registry.Goal) float64
-	applies  func(e Entry) bool
+	applies  func(e Entry) bool               // nil: every case
 	value    func(r *Report, e Entry) float64 // 0: not measured
 	decimals int                              // as the table prints value
 	// beyond, when set, says whether a missed goal is out of reach (see
@@ -36,7 +36,6 @@ var targets = []target{
 	{
 		label:    func(g float64) string { return fmt.Sprintf("≥ %.2f× torch.compile", g) },
 		goal:     func(g registry.Goal) float64 { return g.VsCompile },
-		applies:  func(Entry) bool { return true },
 		value:    func(_ *Report, e Entry) float64 { return e.SpeedupCompile() },
 		decimals: 2,
 		// A miss says how the runs spread and, where a same-size copy was
@@ -64,7 +63,6 @@ var targets = []target{
 	{
 		label:    func(g float64) string { return fmt.Sprintf("≥ %.2f× eager", g) },
 		goal:     func(g registry.Goal) float64 { return g.VsEager },
-		applies:  func(Entry) bool { return true },
 		value:    func(_ *Report, e Entry) float64 { return e.SpeedupEager() },
 		decimals: 2,
 		beyond: func(r *Report, e Entry, goal float64) (bool, string) {
@@ -165,7 +163,7 @@ func (r *Report) targetTally() ([]targetCount, []targetMiss) {
 		for _, e := range r.Entries {
 			goal := t.goal(e.Goal)
 			v := t.value(r, e)
-			if goal <= 0 || e.Err != "" || v <= 0 || !t.applies(e) {
+			if goal <= 0 || e.Err != "" || v <= 0 || (t.applies != nil && !t.applies(e)) {
 				continue
 			}
 			i := slices.IndexFunc(rows, func(c targetCount) bool { return c.family == e.Family && c.t == ti && c.goal == goal })
