@@ -71,7 +71,7 @@ var targets = []target{
 				return true, fmt.Sprintf("under the %.2f µs of an empty kernel", f)
 			}
 			gbs := float64(e.Bytes) / (need * 1e3)
-			if c := r.copyOfSize(e); c > 0 && gbs > c {
+			if c, best := r.copyOfSize(e), r.bestOverCopy(); c > 0 && gbs > c*best {
 				return true, fmt.Sprintf("%.0f GB/s, %s of a copy of its size", gbs, cut("%.0f%%", 0, 100*gbs/c))
 			}
 			return false, ""
@@ -89,8 +89,8 @@ var targets = []target{
 		value:    func(r *Report, e Entry) float64 { return r.PctCopy(e) },
 		decimals: 0,
 		beyond: func(r *Report, e Entry, goal float64) (bool, string) {
-			same := 100 * ratio(e.SameCopyGBs, r.Env.CopyGBs)
-			if same > 0 && !reaches(same, goal, 0) {
+			same, best := 100*ratio(e.SameCopyGBs, r.Env.CopyGBs), r.bestOverCopy()
+			if same > 0 && !reaches(same*best, goal, 0) {
 				return true, "a copy of its size reaches " + cut("%.0f%%", 0, same)
 			}
 			return false, ""
@@ -135,6 +135,31 @@ func (r *Report) lowestFloor() float64 {
 // copyOfSize is the rate of a copy that moves as many bytes as e: the
 // same-size copy where the run timed one, else the copy ceiling.
 func (r *Report) copyOfSize(e Entry) float64 { return cmp.Or(e.SameCopyGBs, r.Env.CopyGBs) }
+
+// bestOverCopy is the most that any kernel of the report, ours, eager or
+// torch.compile's, moved beyond a copy of its case's size: the highest
+// ratio of a case's rate to its same-size copy's, and at least 1. Kernels
+// that read more than they write can outrun the driver's copy a little
+// (up to 2% in the thirty-first session's H100 runs), so a goal counts as
+// out of reach only past what the run saw a kernel do.
+func (r *Report) bestOverCopy() float64 {
+	best := 1.0
+	for _, e := range r.Entries {
+		if e.SameCopyGBs <= 0 || e.Err != "" {
+			continue
+		}
+		times := []float64{e.Result.MedianUS}
+		if e.Torch != nil {
+			times = append(times, e.Torch.EagerUS, e.Torch.CompileUS)
+		}
+		for _, us := range times {
+			if us > 0 {
+				best = max(best, float64(e.Bytes)/(us*1e3)/e.SameCopyGBs)
+			}
+		}
+	}
+	return best
+}
 
 // targetCount is one row of the targets table: the cases of one family
 // that one target asks the same goal of.
@@ -214,8 +239,9 @@ from the figures in the table above, cut as they print. A miss is out of reach w
 in this run's terms: for eager, when the time it needs is under the fastest launch floor any run timed (an empty
 kernel), or needs a higher rate than a copy of the case's own size reached (the copy ceiling for cases under 16
 MB, where no such copy is timed); for the copy goal, when a copy of the case's own size fell short of it
-itself. torch.compile's misses are never counted out of reach; where a run's own ratio met the goal, the miss
-says so.`
+itself. Where a kernel of the run, ours or PyTorch's, outran a copy of its case's size, that margin is granted
+first: the goal is out of reach only past the copy's rate times the best such ratio the run saw.
+torch.compile's misses are never counted out of reach; where a run's own ratio met the goal, the miss says so.`
 
 // writeTargets writes the targets section in markdown: the counts, then
 // every miss. It writes nothing when no case has a goal.
@@ -227,6 +253,10 @@ func (r *Report) writeTargets(b *strings.Builder) error {
 	b.WriteString("\n## Targets\n\n")
 	if err := targetsTable(rows).WriteMarkdown(b); err != nil {
 		return err
+	}
+	if best := r.bestOverCopy(); best > 1 {
+		fmt.Fprintf(b, "\nThe fastest kernel of these runs, ours or PyTorch's, outran a copy of its case's size by %.1f%%: "+
+			"a goal is out of reach only past a copy's rate and that margin.\n", 100*(best-1))
 	}
 	if len(misses) > 0 {
 		b.WriteString("\nMisses:\n\n")

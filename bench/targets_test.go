@@ -29,8 +29,12 @@ func goalReport() *Report {
 		Entries: []Entry{
 			// every goal met: 96% of copy, 1.02× torch.compile, 1.6× eager
 			entry("norm", "rmsnorm", "met", norm, 100, 100/3.84, 1.6*100/3.84, 1.02*100/3.84, 3900),
-			// at the copy's rate, a hair behind torch.compile
-			entry("norm", "rmsnorm", "tie", norm, 100, 100/3.9, 1.6*100/3.9, 0.99*100/3.9, 3900),
+			// at the copy's rate, behind torch.compile, which outruns that
+			// copy by 2.0%: the margin granted before a goal is out of reach
+			entry("norm", "rmsnorm", "tie", norm, 100, 100/3.9, 1.6*100/3.9, 0.98*100/3.9, 3900),
+			// a copy of its size reaches 94.5%, ours 93%: 94.5% with the 2%
+			// margin passes 95%, so a plain miss
+			entry("norm", "rmsnorm", "margin", norm, 100, 100/3.72, 1.6*100/3.72, 1.01*100/3.72, 3780),
 			small, // compile 0.97×, a run at 1.04×; eager needs 3.33 µs, under the floor
 			// a copy of its size reaches 90% of the ceiling, ours 88%: out of
 			// reach, and 97% of that copy; eager 1.45× needs more than that copy
@@ -63,10 +67,10 @@ func TestTargetTally(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s|%s|%d %d %d", c.family, targets[c.t].label(c.goal), c.cases, c.met, c.beyond))
 	}
 	want := []string{
-		"norm|≥ 1.00× torch.compile|6 4 0",
-		"norm|≥ 1.50× eager|6 2 3",
-		"norm|≥ 95% of copy, 64 MB or more|4 2 1",
-		"norm|≥ 95% of a same-size copy, 64 MB or more (no issue's goal)|4 3 0",
+		"norm|≥ 1.00× torch.compile|7 5 0",
+		"norm|≥ 1.50× eager|7 3 2",
+		"norm|≥ 95% of copy, 64 MB or more|5 2 1",
+		"norm|≥ 95% of a same-size copy, 64 MB or more (no issue's goal)|5 4 0",
 		"act|≥ 1.00× torch.compile|1 0 0",
 		"topk|≥ 1.00× eager|1 1 0",
 		"topk|≥ 3.00× eager|2 1 0",
@@ -77,12 +81,13 @@ func TestTargetTally(t *testing.T) {
 		got = append(got, m.op+" "+m.name+": "+m.what)
 	}
 	want = []string{
-		"rmsnorm tie: 0.99× torch.compile (ours at 100% of a same-size copy)",
+		"rmsnorm tie: 0.98× torch.compile (ours at 100% of a same-size copy)",
 		"rmsnorm 128x128 bf16: 0.97× torch.compile (runs 0.95–1.04×, one reached it)",
 		"rmsnorm 128x128 bf16: 1.16× eager; 1.50× needs 3.33 µs: out of reach, under the 3.40 µs of an empty kernel",
-		"rmsnorm slow copy: 1.45× eager; 1.50× needs 19.22 µs: out of reach, 3641 GB/s, 101% of a copy of its size",
+		"rmsnorm slow copy: 1.45× eager; 1.50× needs 19.22 µs",
 		"rmsnorm slow kernel: 1.20× eager; 1.50× needs 22.22 µs: out of reach, 4500 GB/s, 115% of a copy of its size",
 		"rmsnorm small miss: 1.40× eager; 1.50× needs 4.67 µs",
+		"rmsnorm margin: 93% of copy",
 		"rmsnorm slow copy: 88% of copy: out of reach, a copy of its size reaches 90%",
 		"rmsnorm slow kernel: 90% of copy",
 		"rmsnorm slow kernel: 92% of a same-size copy",
@@ -115,9 +120,10 @@ func TestTargetsWritten(t *testing.T) {
 	}
 	for _, want := range []string{
 		"## Targets\n\n| family | target | cases | met | out of reach | missed |",
-		"| norm | ≥ 1.50× eager | 6 | 2 | 3 | 1 |",
+		"| norm | ≥ 1.50× eager | 7 | 3 | 2 | 2 |",
 		"| act | ≥ 1.00× torch.compile | 1 | 0 | — | 1 |",
 		"- topk topk routing slow: 2.90× eager; 3.00× needs 9.67 µs\n",
+		"outran a copy of its case's size by 2.0%",
 		"A miss is out of reach when",
 	} {
 		if !strings.Contains(md.String(), want) {
