@@ -232,7 +232,7 @@ func unary(op string, s *cuda.Stream, y, x *tensor.Tensor, kind Kind) error {
 	v.Tensor("x", x).DType(floatTypes...)
 	v.Check(x == nil || x.Rank() >= 1, "x", "must have rank ≥ 1")
 	v.Tensor("y", y).ShapeOf(x).DTypeOf(x)
-	v.SameLocation([]string{"x", "y"}, x, y)
+	v.SameLocation(s, []string{"x", "y"}, x, y)
 	v.NoOverlapUnlessSame("y", y, "x", x)
 	checkRows(v, "x", x)
 	checkRows(v, "y", y)
@@ -276,7 +276,7 @@ func gated(op string, s *cuda.Stream, y, x *tensor.Tensor, gp gatedParams) error
 		want[len(want)-1] /= 2
 		v.Tensor("y", y).Shape(want...).DTypeOf(x)
 	}
-	v.SameLocation([]string{"x", "y"}, x, y)
+	v.SameLocation(s, []string{"x", "y"}, x, y)
 	v.NoOverlap("y", y, "x", x)
 	checkRows(v, "x", x)
 	checkRows(v, "y", y)

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -19,10 +19,10 @@ func TestParity(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gputest.RunChecks(t, "act")
+	gputest.RunChecks(t, Suite())
 }
 
-func BenchmarkAct(b *testing.B) { gputest.RunBenches(b, "act") }
+func BenchmarkAct(b *testing.B) { gputest.RunBenches(b, Suite()) }
 
 // TestActivationValues checks the reference against values computed by hand
 // (Python's math module, float64).
@@ -262,7 +262,7 @@ func TestGatedVariants(t *testing.T) {
 		{name: "d=37 5x74 strides 80,40", shape: []int{5, 74}, xs: []int{80, 1}, ys: []int{40, 1}},
 		{name: "d=40 3x80", shape: []int{3, 80}},
 	}
-	var checks []registry.Check
+	var checks []check.Case
 	for kind := range numKinds {
 		for _, layout := range []Layout{Halves, Interleaved} {
 			for _, second := range []bool{false, true} {

@@ -7,9 +7,10 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/suite"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -133,8 +134,8 @@ var dtypes = []tensor.DType{tensor.BF16, tensor.F16, tensor.F32}
 
 // parity builds the Check of one case: run calls the op on y and x, on the
 // host (a nil stream) or on the device (check.Spec.Run).
-func parity(c caseDef, dt tensor.DType, gated bool, run func(s *cuda.Stream, y, x *tensor.Tensor) error) registry.Check {
-	return registry.Check{Name: c.name + " " + dt.String(), Spec: func(rng *rand.Rand) (check.Spec, error) {
+func parity(c caseDef, dt tensor.DType, gated bool, run func(s *cuda.Stream, y, x *tensor.Tensor) error) check.Case {
+	return check.Case{Name: c.name + " " + dt.String(), Spec: func(rng *rand.Rand) (check.Spec, error) {
 		x, err := hostTensor(dt, c.shape, c.xs)
 		if err != nil {
 			return check.Spec{}, err
@@ -165,7 +166,7 @@ func parity(c caseDef, dt tensor.DType, gated bool, run func(s *cuda.Stream, y, 
 
 // benchCase is one benchmark: x and y shapes, and the op on a stream.
 func benchCase(name string, xShape, yShape []int, run func(s *cuda.Stream, y, x *tensor.Tensor) error,
-	torch *registry.TorchCase) registry.Bench {
+	torch *bench.TorchCase) bench.Case {
 	numel := func(s []int) int64 {
 		n := int64(1)
 		for _, d := range s {
@@ -173,22 +174,22 @@ func benchCase(name string, xShape, yShape []int, run func(s *cuda.Stream, y, x 
 		}
 		return n
 	}
-	return registry.Bench{
+	return bench.Case{
 		Name:  name + " bf16",
 		Bytes: 2 * (numel(xShape) + numel(yShape)),
 		Torch: torch,
-		Goal:  registry.RowwiseGoal,
-		New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+		Goal:  bench.RowwiseGoal,
+		New: func(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
 			x, err := tensor.RandDevice(dev, rng, tensor.BF16, 0, 1, xShape...)
 			if err != nil {
-				return registry.Instance{}, err
+				return bench.Instance{}, err
 			}
 			y, err := tensor.Empty(dev, tensor.BF16, yShape...)
 			if err != nil {
 				x.Free()
-				return registry.Instance{}, err
+				return bench.Instance{}, err
 			}
-			return registry.Instance{
+			return bench.Instance{
 				Run:  func(s *cuda.Stream) error { return run(s, y, x) },
 				Free: func() { x.Free(); y.Free() },
 			}, nil
@@ -208,8 +209,8 @@ var unaryBenchShapes = [][2]int{{4096, 14336}, {16384, 8192}}
 // order: the original port's narrowest rows and a wide FFN's.
 var variantBenchShapes = [][2]int{{4096, 256}, {4096, 16384}}
 
-func unaryOp(kind Kind, doc string) *registry.Op {
-	op := &registry.Op{Name: kind.String(), Family: "act", Doc: doc}
+func unaryOp(kind Kind, doc string) *suite.Op {
+	op := &suite.Op{Name: kind.String(), Family: "act", Doc: doc}
 	call := func(s *cuda.Stream, y, x *tensor.Tensor) error { return unary("act.Unary", s, y, x, kind) }
 	for _, dt := range dtypes {
 		for _, c := range unaryCases {
@@ -218,13 +219,13 @@ func unaryOp(kind Kind, doc string) *registry.Op {
 	}
 	for _, sh := range unaryBenchShapes {
 		op.Benches = append(op.Benches, benchCase(fmt.Sprintf("%dx%d", sh[0], sh[1]), sh[:], sh[:], call,
-			&registry.TorchCase{Op: kind.String(), Args: map[string]any{"shape": sh[:], "dtype": "bf16"}}))
+			&bench.TorchCase{Op: kind.String(), Args: map[string]any{"shape": sh[:], "dtype": "bf16"}}))
 	}
 	return op
 }
 
-func gatedOp(name, doc string, p gatedParams, extra []caseDef, benchShapes [][2]int) *registry.Op {
-	op := &registry.Op{Name: name, Family: "act", Doc: doc}
+func gatedOp(name, doc string, p gatedParams, extra []caseDef, benchShapes [][2]int) *suite.Op {
+	op := &suite.Op{Name: name, Family: "act", Doc: doc}
 	for _, dt := range dtypes {
 		for _, c := range slices.Concat(gatedCases, extra) {
 			q := p
@@ -250,7 +251,7 @@ func gatedOp(name, doc string, p gatedParams, extra []caseDef, benchShapes [][2]
 		}
 		op.Benches = append(op.Benches, benchCase(fmt.Sprintf("%dx%d", sh[0], sh[1]), []int{sh[0], 2 * sh[1]}, sh[:],
 			func(s *cuda.Stream, y, x *tensor.Tensor) error { return gated("act."+name, s, y, x, p) },
-			&registry.TorchCase{Op: name, Args: a}))
+			&bench.TorchCase{Op: name, Args: a}))
 	}
 	return op
 }
@@ -265,26 +266,29 @@ func flipped(prefix string, cs []caseDef) []caseDef {
 	return out
 }
 
-func init() {
-	registry.RegisterTorch("act", torchSrc)
-	registry.Register(unaryOp(KindSiLU, "y = x·σ(x)"))
-	registry.Register(unaryOp(KindGELU, "y = ½·x·(1 + erf(x/√2)) (exact GELU)"))
-	registry.Register(unaryOp(KindGELUTanh, "y = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))"))
-	registry.Register(unaryOp(KindReLU, "y = max(0, x)"))
-	registry.Register(unaryOp(KindTanh, "y = tanh(x)"))
+// Suite returns the family's parity and benchmark cases.
+func Suite() (f suite.Family) {
+	f.Name = "act"
+	f.Torch = torchSrc
+	f.Ops = append(f.Ops, unaryOp(KindSiLU, "y = x·σ(x)"))
+	f.Ops = append(f.Ops, unaryOp(KindGELU, "y = ½·x·(1 + erf(x/√2)) (exact GELU)"))
+	f.Ops = append(f.Ops, unaryOp(KindGELUTanh, "y = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))"))
+	f.Ops = append(f.Ops, unaryOp(KindReLU, "y = max(0, x)"))
+	f.Ops = append(f.Ops, unaryOp(KindTanh, "y = tanh(x)"))
 
 	plain := func(k Kind) gatedParams { return gatedParams{GatedOptions: GatedOptions{Kind: k}, alpha: 1} }
 	limited := []caseDef{limitCase}
-	registry.Register(gatedOp("silu_and_mul", "y = silu(x[..., :d])·x[..., d:]", plain(KindSiLU), limited, gatedBenchShapes))
-	registry.Register(gatedOp("gelu_and_mul", "y = gelu(x[..., :d])·x[..., d:] (exact GELU)", plain(KindGELU), limited, gatedBenchShapes))
-	registry.Register(gatedOp("gelu_tanh_and_mul", "y = gelu_tanh(x[..., :d])·x[..., d:]", plain(KindGELUTanh), nil, variantBenchShapes))
+	f.Ops = append(f.Ops, gatedOp("silu_and_mul", "y = silu(x[..., :d])·x[..., d:]", plain(KindSiLU), limited, gatedBenchShapes))
+	f.Ops = append(f.Ops, gatedOp("gelu_and_mul", "y = gelu(x[..., :d])·x[..., d:] (exact GELU)", plain(KindGELU), limited, gatedBenchShapes))
+	f.Ops = append(f.Ops, gatedOp("gelu_tanh_and_mul", "y = gelu_tanh(x[..., :d])·x[..., d:]", plain(KindGELUTanh), nil, variantBenchShapes))
 	mul := plain(KindSiLU)
 	mul.GateSecond = true
-	registry.Register(gatedOp("mul_and_silu", "y = x[..., :d]·silu(x[..., d:]) (vLLM)", mul, nil, variantBenchShapes))
+	f.Ops = append(f.Ops, gatedOp("mul_and_silu", "y = x[..., :d]·silu(x[..., d:]) (vLLM)", mul, nil, variantBenchShapes))
 	swiglu := gatedParams{GatedOptions: GatedOptions{Kind: KindSiLU, Limit: SwiGLULimit, Layout: Interleaved},
 		alpha: SwiGLUAlpha, upAdd: 1}
-	registry.Register(gatedOp("swiglu", "gpt-oss: g·σ(1.702·g)·(u + 1), g ≤ 7, |u| ≤ 7; interleaved (or halves)",
+	f.Ops = append(f.Ops, gatedOp("swiglu", "gpt-oss: g·σ(1.702·g)·(u + 1), g ≤ 7, |u| ≤ 7; interleaved (or halves)",
 		swiglu, flipped("halves ", gatedCases), [][2]int{{4096, 2880}}))
+	return f
 }
 
 // other returns the layout that l is not.

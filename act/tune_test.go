@@ -13,7 +13,6 @@ import (
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/jit"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -141,10 +140,10 @@ func TestSweep(t *testing.T) {
 				cfg.grid = min(cfg.grid, v.waves*dev.Props().SMs*blocksPerSM(fn, v.block))
 			}
 			next := 0
-			bc := registry.Bench{Bytes: bytes, New: func(*cuda.Device, *rand.Rand) (registry.Instance, error) {
+			bc := bench.Case{Bytes: bytes, New: func(*cuda.Device, *rand.Rand) (bench.Instance, error) {
 				q := problemOf(pool[next%len(pool)])
 				next++
-				return registry.Instance{Run: func(s *cuda.Stream) error { return q.launch(s, fn, cfg) }}, nil
+				return bench.Instance{Run: func(s *cuda.Stream) error { return q.launch(s, fn, cfg) }}, nil
 			}}
 			r, err := bench.Measure(dev, bc, bench.Options{Runs: 100, MaxSets: sets})
 			if err != nil {

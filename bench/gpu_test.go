@@ -9,7 +9,6 @@ import (
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/jit"
-	"github.com/gokittens/kittens/registry"
 )
 
 // TestCopyBandwidth checks that the copy ceiling is measured and plausible
@@ -34,13 +33,11 @@ def _kittens_test_scale(a):
     return (lambda t: t * 2.0), (x,)
 `
 
-func init() { registry.RegisterTorch("kittens-bench-gpu-test", scaleSnippet) }
-
 // TestTorchOnGPU runs the real script (torch_base.py and a snippet) through
 // Python with PyTorch: a case that times, and one that names no builder.
 func TestTorchOnGPU(t *testing.T) {
 	gputest.Device(t)
-	res, err := bench.Torch([]bench.TorchRequest{
+	res, err := bench.Torch([]string{scaleSnippet}, []bench.TorchRequest{
 		{ID: "scale", Op: "kittens_test_scale", Args: map[string]any{"rows": 4096, "cols": 4096, "dtype": "bf16"}},
 		{ID: "missing", Op: "kittens_test_no_such_builder", Args: map[string]any{}, NoCompile: true},
 		{ID: "scale in graphs", Op: "kittens_test_scale", Args: map[string]any{"rows": 256, "cols": 256, "dtype": "bf16"}, Sets: 2, Graph: 4},
@@ -113,12 +110,12 @@ func TestFloor(t *testing.T) {
 func TestMeasureInGraphs(t *testing.T) {
 	dev := gputest.Device(t)
 	const n = 1 << 16
-	b := registry.Bench{Name: "memset 64 KiB", Bytes: n, New: func(dev *cuda.Device, _ *rand.Rand) (registry.Instance, error) {
+	b := bench.Case{Name: "memset 64 KiB", Bytes: n, New: func(dev *cuda.Device, _ *rand.Rand) (bench.Instance, error) {
 		p, err := dev.Alloc(n)
 		if err != nil {
-			return registry.Instance{}, err
+			return bench.Instance{}, err
 		}
-		return registry.Instance{Run: func(s *cuda.Stream) error { return s.Memset8(p, 7, n) }, Free: func() { dev.Free(p) }}, nil
+		return bench.Instance{Run: func(s *cuda.Stream) error { return s.Memset8(p, 7, n) }, Free: func() { dev.Free(p) }}, nil
 	}}
 	alone, err := bench.Measure(dev, b, bench.Options{Runs: 50, MaxSets: 3})
 	if err != nil {
@@ -150,12 +147,12 @@ func TestMeasureDependentLaunches(t *testing.T) {
 		return jit.Kernel{File: "bench/touch.cu", Entry: "touch", Source: `#include "kittens.cuh"
 extern "C" __global__ void touch(float* p) { wait_prior_grids(); p[threadIdx.x] += 1.f; }`}
 	}}
-	b := registry.Bench{Name: "touch", Bytes: 256, New: func(dev *cuda.Device, _ *rand.Rand) (registry.Instance, error) {
+	b := bench.Case{Name: "touch", Bytes: 256, New: func(dev *cuda.Device, _ *rand.Rand) (bench.Instance, error) {
 		p, err := dev.Alloc(128)
 		if err != nil {
-			return registry.Instance{}, err
+			return bench.Instance{}, err
 		}
-		return registry.Instance{Run: func(s *cuda.Stream) error {
+		return bench.Instance{Run: func(s *cuda.Stream) error {
 			fn, err := touch.Get(dev, s, 0)
 			if err != nil {
 				return err

@@ -23,7 +23,6 @@ import (
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/jit"
-	"github.com/gokittens/kittens/registry"
 )
 
 // Options tune a measurement.
@@ -80,7 +79,7 @@ type Result struct {
 }
 
 // Measure times one benchmark case on dev.
-func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
+func Measure(dev *cuda.Device, b Case, opt Options) (Result, error) {
 	opt.defaults()
 	if opt.Dependent && opt.Graph <= 0 {
 		return Result{}, fmt.Errorf("bench: Options.Dependent needs Options.Graph: dependent launches overlap inside a graph")
@@ -92,7 +91,7 @@ func Measure(dev *cuda.Device, b registry.Bench, opt Options) (Result, error) {
 		sets = max(1, min(sets, opt.MaxSets, int(opt.MemBudget/max(b.Bytes, 1))))
 	}
 	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
-	insts := make([]registry.Instance, 0, sets)
+	insts := make([]Instance, 0, sets)
 	defer func() {
 		for _, in := range insts {
 			if in.Free != nil {
@@ -197,8 +196,8 @@ func Floor(dev *cuda.Device, opt Options) (Result, error) {
 	run := func(s *cuda.Stream) error {
 		return f.Launch(cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(32), Stream: s}, cuda.NewArgs())
 	}
-	b := registry.Bench{Name: "empty kernel", New: func(*cuda.Device, *rand.Rand) (registry.Instance, error) {
-		return registry.Instance{Run: run}, nil
+	b := Case{Name: "empty kernel", New: func(*cuda.Device, *rand.Rand) (Instance, error) {
+		return Instance{Run: run}, nil
 	}}
 	r, err := Measure(dev, b, opt)
 	if err != nil {

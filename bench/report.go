@@ -9,8 +9,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-
-	"github.com/gokittens/kittens/registry"
 )
 
 // Entry is one measured case of a report.
@@ -24,7 +22,7 @@ type Entry struct {
 	// Goal is what the case's issue asks of it (the registry's); runs
 	// do not record it, so a report read back from JSON has none until
 	// the caller sets it.
-	Goal registry.Goal
+	Goal Goal
 	// Samples are the times of each run, where Merge combined several runs
 	// of this case; the times above are then their medians.
 	Samples []Sample

@@ -6,15 +6,13 @@ import (
 	"math"
 	"slices"
 	"strings"
-
-	"github.com/gokittens/kittens/registry"
 )
 
-// A target is one kind of goal an issue sets (registry.Goal), as the
+// A target is one kind of goal an issue sets (Goal), as the
 // report counts it: what a case has and what it must reach.
 type target struct {
 	label    func(goal float64) string
-	goal     func(registry.Goal) float64
+	goal     func(Goal) float64
 	applies  func(e Entry) bool               // nil: every case
 	value    func(r *Report, e Entry) float64 // 0: not measured
 	decimals int                              // as the table prints value
@@ -25,8 +23,8 @@ type target struct {
 }
 
 // large reports whether the issues' copy goal is asked of e (its data is
-// registry.CopyGoalMin or more).
-func large(e Entry) bool { return e.Bytes >= registry.CopyGoalMin }
+// CopyGoalMin or more).
+func large(e Entry) bool { return e.Bytes >= CopyGoalMin }
 
 // targets are the goals counted, in the order the report lists them. The
 // share of a same-size copy is no issue's goal: it says how close the
@@ -35,7 +33,7 @@ func large(e Entry) bool { return e.Bytes >= registry.CopyGoalMin }
 var targets = []target{
 	{
 		label:    func(g float64) string { return fmt.Sprintf("≥ %.2f× torch.compile", g) },
-		goal:     func(g registry.Goal) float64 { return g.VsCompile },
+		goal:     func(g Goal) float64 { return g.VsCompile },
 		value:    func(_ *Report, e Entry) float64 { return e.SpeedupCompile() },
 		decimals: 2,
 		// A miss says how the runs spread and, where a same-size copy was
@@ -62,7 +60,7 @@ var targets = []target{
 	},
 	{
 		label:    func(g float64) string { return fmt.Sprintf("≥ %.2f× eager", g) },
-		goal:     func(g registry.Goal) float64 { return g.VsEager },
+		goal:     func(g Goal) float64 { return g.VsEager },
 		value:    func(_ *Report, e Entry) float64 { return e.SpeedupEager() },
 		decimals: 2,
 		beyond: func(r *Report, e Entry, goal float64) (bool, string) {
@@ -82,9 +80,9 @@ var targets = []target{
 	},
 	{
 		label: func(g float64) string {
-			return fmt.Sprintf("≥ %.0f%% of copy, %.0f MB or more", g, registry.CopyGoalMin/1e6)
+			return fmt.Sprintf("≥ %.0f%% of copy, %.0f MB or more", g, CopyGoalMin/1e6)
 		},
-		goal:     func(g registry.Goal) float64 { return g.CopyPct },
+		goal:     func(g Goal) float64 { return g.CopyPct },
 		applies:  large,
 		value:    func(r *Report, e Entry) float64 { return r.PctCopy(e) },
 		decimals: 0,
@@ -99,9 +97,9 @@ var targets = []target{
 	},
 	{
 		label: func(g float64) string {
-			return fmt.Sprintf("≥ %.0f%% of a same-size copy, %.0f MB or more (no issue's goal)", g, registry.CopyGoalMin/1e6)
+			return fmt.Sprintf("≥ %.0f%% of a same-size copy, %.0f MB or more (no issue's goal)", g, CopyGoalMin/1e6)
 		},
-		goal:     func(g registry.Goal) float64 { return g.CopyPct },
+		goal:     func(g Goal) float64 { return g.CopyPct },
 		applies:  large,
 		value:    func(_ *Report, e Entry) float64 { return e.PctSameCopy() },
 		decimals: 0,

@@ -5,17 +5,15 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/gokittens/kittens/registry"
 )
 
 // goalReport is a merged run (copy ceiling 4000 GB/s, fastest floor 3.40
 // µs) whose cases each show one way of meeting or missing a goal.
 func goalReport() *Report {
-	norm := registry.Goal{VsCompile: 1, VsEager: 1.5, CopyPct: 95}
+	norm := Goal{VsCompile: 1, VsEager: 1.5, CopyPct: 95}
 	// entry is a case moving mb megabytes in us µs, with PyTorch's times and
 	// a same-size copy of sameGBs (0: none timed).
-	entry := func(fam, op, name string, goal registry.Goal, mb, us, eager, compile, sameGBs float64) Entry {
+	entry := func(fam, op, name string, goal Goal, mb, us, eager, compile, sameGBs float64) Entry {
 		b := int64(mb * 1e6)
 		return Entry{Family: fam, Op: op, Case: name, Bytes: b, Goal: goal, SameCopyGBs: sameGBs,
 			Result: Result{MedianUS: us, GBs: float64(b) / (us * 1e3)},
@@ -45,12 +43,12 @@ func goalReport() *Report {
 			// eager 1.4× needs 4.67 µs, 2.14 GB/s of the 4000 ceiling: a plain miss
 			entry("norm", "rmsnorm", "small miss", norm, 0.01, 5, 7, 6, 0),
 			// printed 0.99×, so missed though 0.9999
-			entry("act", "silu", "just under", registry.RowwiseGoal, 1, 10, 20, 9.999, 0),
-			entry("topk", "topk", "routing", registry.Goal{VsEager: 3}, 1, 10, 31, 31, 0),
-			entry("topk", "topk", "routing slow", registry.Goal{VsEager: 3}, 1, 10, 29, 29, 0),
-			entry("topk", "topk", "vocab", registry.Goal{VsEager: 1}, 1, 10, 25, 25, 0),
-			entry("topk", "topk", "no goal", registry.Goal{}, 1, 10, 1, 1, 0),
-			{Family: "act", Op: "silu", Case: "failed", Goal: registry.RowwiseGoal, Err: "boom"},
+			entry("act", "silu", "just under", RowwiseGoal, 1, 10, 20, 9.999, 0),
+			entry("topk", "topk", "routing", Goal{VsEager: 3}, 1, 10, 31, 31, 0),
+			entry("topk", "topk", "routing slow", Goal{VsEager: 3}, 1, 10, 29, 29, 0),
+			entry("topk", "topk", "vocab", Goal{VsEager: 1}, 1, 10, 25, 25, 0),
+			entry("topk", "topk", "no goal", Goal{}, 1, 10, 1, 1, 0),
+			{Family: "act", Op: "silu", Case: "failed", Goal: RowwiseGoal, Err: "boom"},
 		},
 	}
 	return r

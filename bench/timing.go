@@ -7,9 +7,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/jit"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -177,7 +177,7 @@ const hostRuns = 3
 // clock. The time includes drawing the inputs and checking that every output
 // was written, so it is an upper bound on the op's host path. A case that
 // fails its host check is an error that names the seed.
-func MeasureHost(c registry.Check, runs int) (Result, error) {
+func MeasureHost(c check.Case, runs int) (Result, error) {
 	if runs <= 0 {
 		runs = hostRuns
 	}

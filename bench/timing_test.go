@@ -9,15 +9,14 @@ import (
 
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
 // hostCase is a parity case of one f32 output y that run fills on the host:
 // it counts its calls in *calls, and fails the test if it ever runs on a
 // device.
-func hostCase(t *testing.T, name string, calls *int, run func(y *tensor.Tensor) error) registry.Check {
-	return registry.Check{Name: name, Spec: func(*rand.Rand) (check.Spec, error) {
+func hostCase(t *testing.T, name string, calls *int, run func(y *tensor.Tensor) error) check.Case {
+	return check.Case{Name: name, Spec: func(*rand.Rand) (check.Spec, error) {
 		return check.Spec{
 			Tensors: []*tensor.Tensor{tensor.New(tensor.F32, 4)}, Names: []string{"y"}, Outputs: []int{0}, Poison: []int{0},
 			Run: func(s *cuda.Stream, ts []*tensor.Tensor) error {

@@ -11,8 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-
-	"github.com/gokittens/kittens/registry"
 )
 
 //go:embed torch_base.py
@@ -56,7 +54,7 @@ type TorchResult struct {
 // false when the case has no PyTorch counterpart, and when our own
 // measurement failed (r has no sets or runs): there is then no time to
 // compare with, nor a way to time PyTorch alike.
-func TorchRequestFor(id string, b registry.Bench, r Result) (TorchRequest, bool) {
+func TorchRequestFor(id string, b Case, r Result) (TorchRequest, bool) {
 	if b.Torch == nil || r.Sets < 1 || r.Runs < 1 {
 		return TorchRequest{}, false
 	}
@@ -75,11 +73,12 @@ func FloorRequest(id string, opt Options) TorchRequest {
 }
 
 // TorchScript returns the Python program Torch runs: the harness
-// (torch_base.py), every family's snippet of builders, then the call of main.
-func TorchScript() string {
+// (torch_base.py), the families' snippets of builders, then the call of
+// main.
+func TorchScript(snippets []string) string {
 	var b strings.Builder
 	b.WriteString(torchBase)
-	for _, s := range registry.TorchSnippets() {
+	for _, s := range snippets {
 		b.WriteString("\n\n")
 		b.WriteString(s)
 	}
@@ -96,7 +95,7 @@ func python() string {
 }
 
 // Torch times every request with PyTorch eager and torch.compile, in one
-// Python process on the GPU this process also uses. It writes TorchScript to
+// Python process on the GPU this process also uses. It writes TorchScript(snippets) to
 // a temporary file, runs it with the requests as JSON on stdin and reads one
 // JSON line per case from its stdout; Python's stderr (tracebacks, compile
 // warnings) streams through to this process's stderr. Before that it checks
@@ -104,7 +103,7 @@ func python() string {
 // is missing. The results are keyed by request ID, one for every request
 // (with an Error where the script gave none); on a later failure of the
 // script, the results read so far come back with the error.
-func Torch(reqs []TorchRequest) (map[string]TorchResult, error) {
+func Torch(snippets []string, reqs []TorchRequest) (map[string]TorchResult, error) {
 	out := map[string]TorchResult{}
 	if len(reqs) == 0 {
 		return out, nil
@@ -127,7 +126,7 @@ func Torch(reqs []TorchRequest) (map[string]TorchResult, error) {
 		return nil, err
 	}
 	defer os.Remove(f.Name())
-	_, err = f.WriteString(TorchScript())
+	_, err = f.WriteString(TorchScript(snippets))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -7,14 +7,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/gokittens/kittens/registry"
 )
 
 // testSnippet stands for a family's builders in the script.
 const testSnippet = "# kittens-bench-test-snippet"
-
-func init() { registry.RegisterTorch("kittens-bench-test", testSnippet) }
 
 // fakePython writes a shell script that stands in for the interpreter:
 // onCheck runs for `-c "import torch, triton"`, onScript for the script.
@@ -68,7 +64,7 @@ echo '{"id": "b", "error": "RuntimeError: boom"}'`
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(EnvPython, tc.python)
-			got, err := Torch(tc.reqs)
+			got, err := Torch([]string{testSnippet}, tc.reqs)
 			if tc.wantErr == "" && err != nil {
 				t.Fatalf("error %v", err)
 			}
@@ -83,7 +79,7 @@ echo '{"id": "b", "error": "RuntimeError: boom"}'`
 }
 
 func TestTorchScriptOrder(t *testing.T) {
-	s := TorchScript()
+	s := TorchScript([]string{testSnippet})
 	base := strings.Index(s, "def builder(")
 	snip := strings.Index(s, testSnippet)
 	call := strings.LastIndex(s, "main()")
@@ -106,7 +102,7 @@ func TestFloorRequest(t *testing.T) {
 			t.Errorf("FloorRequest(%+v) = %+v, want %+v", tc.opt, got, tc.want)
 		}
 	}
-	if !strings.Contains(TorchScript(), `@builder("`+floorOp+`")`) {
+	if !strings.Contains(TorchScript([]string{testSnippet}), `@builder("`+floorOp+`")`) {
 		t.Errorf("the script defines no builder %q", floorOp)
 	}
 }
@@ -114,15 +110,15 @@ func TestFloorRequest(t *testing.T) {
 func TestTorchRequestFor(t *testing.T) {
 	args := map[string]any{"rows": 4}
 	measured := Result{MedianUS: 4, Sets: 3, Runs: 100}
-	withTorch := registry.Bench{Name: "x", Torch: &registry.TorchCase{Op: "rmsnorm", Args: args}}
+	withTorch := Case{Name: "x", Torch: &TorchCase{Op: "rmsnorm", Args: args}}
 	for _, tc := range []struct {
 		name string
-		b    registry.Bench
+		b    Case
 		r    Result
 		want TorchRequest
 		ok   bool
 	}{
-		{"none", registry.Bench{Name: "x"}, measured, TorchRequest{}, false},
+		{"none", Case{Name: "x"}, measured, TorchRequest{}, false},
 		{"case", withTorch, measured, TorchRequest{ID: "id", Op: "rmsnorm", Args: args, Sets: 3, Runs: 100}, true},
 		// Our measurement failed: PyTorch would be timed with nothing to
 		// compare with, and not as ours was.

@@ -4,9 +4,9 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -439,13 +439,13 @@ func (c testCase) spec(rng *rand.Rand) (check.Spec, error) {
 
 // bench makes the case a registry benchmark; the kernel runs with
 // AssumeValidIndices, as a serving loop would.
-func (c testCase) bench(torch *registry.TorchCase) registry.Bench {
-	return registry.Bench{
+func (c testCase) bench(torch *bench.TorchCase) bench.Case {
+	return bench.Case{
 		Name:  c.name,
 		Bytes: c.layout(rand.New(rand.NewPCG(1, 2))).bytes,
 		Torch: torch,
-		Goal:  registry.RowwiseGoal,
-		New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+		Goal:  bench.RowwiseGoal,
+		New: func(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
 			bd := c.build(rng, tiledFill(rng))
 			devTS := make([]*tensor.Tensor, len(bd.ts))
 			free := func() {
@@ -457,12 +457,12 @@ func (c testCase) bench(torch *registry.TorchCase) registry.Bench {
 				d, err := t.ToDevice(dev)
 				if err != nil {
 					free()
-					return registry.Instance{}, err
+					return bench.Instance{}, err
 				}
 				devTS[i] = d
 			}
 			o := Options{SiLU: c.silu, AssumeValidIndices: true}
-			return registry.Instance{Run: func(s *cuda.Stream) error { return bd.call(s, devTS, o) }, Free: free}, nil
+			return bench.Instance{Run: func(s *cuda.Stream) error { return bd.call(s, devTS, o) }, Free: free}, nil
 		},
 	}
 }

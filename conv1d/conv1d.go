@@ -487,7 +487,7 @@ func (p *plan) finish(vd *tensor.Validator, s *cuda.Stream, o Options) error {
 	names := []string{"x", "w", "bias", "", "", "", p.stateNames[0], p.stateNames[1], "CuSeqlens", p.slotsName, "HasInitialState", "ErrorFlag", p.modeName}
 	copy(names[3:6], p.outNames)
 	all := []*tensor.Tensor{p.x, p.w, p.bias, p.outs[0], p.outs[1], p.outs[2], p.stateIn, p.stateOut, p.cu, p.slots, p.hasInit, o.ErrorFlag, p.modeIdx}
-	vd.SameLocation(names, all...)
+	vd.SameLocation(s, names, all...)
 	// Written tensors must be disjoint from everything else, except the
 	// in-place pairs we allow (out = x, state out = state in).
 	written := []int{3, 4, 5, 7, 11}

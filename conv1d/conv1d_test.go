@@ -8,7 +8,7 @@ import (
 	"github.com/gokittens/kittens/tensor"
 )
 
-func TestParity(t *testing.T) { gputest.RunChecks(t, "conv1d") }
+func TestParity(t *testing.T) { gputest.RunChecks(t, Suite()) }
 
 // TestParityEvictLast runs the parity cases with the L2 evict-last bulk
 // copies on every ring, which the picker keeps for calls larger than L2.
@@ -19,7 +19,7 @@ func TestParityEvictLast(t *testing.T) {
 		c.evictLast = c.ring > 0
 		return c
 	}
-	gputest.RunChecks(t, "conv1d")
+	gputest.RunChecks(t, Suite())
 }
 
 // TestParityWide runs the parity cases of the register path (decode among
@@ -35,10 +35,10 @@ func TestParityWide(t *testing.T) {
 		}
 		return c
 	}
-	gputest.RunChecks(t, "conv1d")
+	gputest.RunChecks(t, Suite())
 }
 
-func BenchmarkConv1d(b *testing.B) { gputest.RunBenches(b, "conv1d") }
+func BenchmarkConv1d(b *testing.B) { gputest.RunBenches(b, Suite()) }
 
 // TestSplitIntoOneBuffer runs ForwardSplit with q, k and v as column slices
 // of one [tokens, dim] buffer, the packed layout a caller may keep (the

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/check"
+	"github.com/gokittens/kittens/suite"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -113,16 +115,16 @@ var mixedLens = []int{512, 3072, 1024, 2560, 4096, 768, 1536, 2816} // 8 sequenc
 // speculative-decoding benchmarks.
 const specTokens = 4
 
-func benchCases() map[opKind][]registry.Bench {
-	fwd := func(name string, lens []int, init float64) registry.Bench {
+func benchCases() map[opKind][]bench.Case {
+	fwd := func(name string, lens []int, init float64) bench.Case {
 		c := testCase{name: name, op: opForward, dt: bf16, width: 4, dim: qwenDim, lens: lens,
 			nSlots: 2 * len(lens), initShare: init, silu: true}
-		return c.bench(&registry.TorchCase{Op: "conv1d_fwd", Args: map[string]any{
+		return c.bench(&bench.TorchCase{Op: "conv1d_fwd", Args: map[string]any{
 			"lens": lens, "dim": qwenDim, "width": 4, "init_share": init, "bias": true, "silu": true, "dtype": "bf16"}})
 	}
 	// upd is a decode case under one of the state rules of spec §4.3
 	// (testCase.inMode).
-	upd := func(b, mode int) registry.Bench {
+	upd := func(b, mode int) bench.Case {
 		c := testCase{op: opUpdate, dt: bf16, width: 4, dim: qwenDim, batch: b, nSlots: 2 * b, silu: true, noBias: true}.inMode(mode)
 		args := map[string]any{"batch": b, "n_slots": 2 * b, "dim": qwenDim, "width": 4, "silu": true, "dtype": "bf16"}
 		tag, torchOp := "", "conv1d_update"
@@ -134,18 +136,18 @@ func benchCases() map[opKind][]registry.Bench {
 			tag, torchOp = " circular", "conv1d_update_circular"
 		}
 		c.name = "B" + strconv.Itoa(b) + "x8192" + tag + " bf16 w4"
-		return c.bench(&registry.TorchCase{Op: torchOp, Args: args})
+		return c.bench(&bench.TorchCase{Op: torchOp, Args: args})
 	}
 	// dense is a batch of four 4096-token prompts, stateless or starting
 	// from given states and writing the final ones.
-	dense := func(states bool) registry.Bench {
+	dense := func(states bool) bench.Case {
 		c := testCase{op: opDense, dt: bf16, width: 4, dim: qwenDim, batch: 4, seqLen: 4096,
 			denseInit: states, denseFinal: states, silu: true}
 		c.name = fmt.Sprintf("B%dx%dx%d bf16 w%d", c.batch, c.seqLen, c.dim, c.width)
 		if states {
 			c.name += " states"
 		}
-		return c.bench(&registry.TorchCase{Op: "conv1d_dense", Args: map[string]any{
+		return c.bench(&bench.TorchCase{Op: "conv1d_dense", Args: map[string]any{
 			"batch": c.batch, "seq_len": c.seqLen, "dim": c.dim, "width": c.width, "states": states, "dtype": "bf16"}})
 	}
 	split := map[string]any{"key_dim": qwenKey, "value_dim": qwenValue, "width": 4, "silu": true, "dtype": "bf16"}
@@ -159,7 +161,7 @@ func benchCases() map[opKind][]registry.Bench {
 		}
 		return m
 	}
-	return map[opKind][]registry.Bench{
+	return map[opKind][]bench.Case{
 		opForward: {
 			fwd("1x4096x8192 bf16 w4", []int{4096}, 0),
 			fwd("1x32768x8192 bf16 w4", []int{32768}, 0),
@@ -170,22 +172,24 @@ func benchCases() map[opKind][]registry.Bench {
 			upd(32, modeSpec), upd(256, modeSpec), upd(32, modeCircular), upd(256, modeCircular)},
 		opForwardSplit: {testCase{name: "T4096 key2048 value4096 bf16 w4", op: opForwardSplit, dt: bf16, width: 4,
 			keyDim: qwenKey, valueDim: qwenValue, lens: []int{4096}, nSlots: 2, silu: true, noBias: true}.
-			bench(&registry.TorchCase{Op: "conv1d_fwd_split", Args: withArgs(map[string]any{"lens": []int{4096}})})},
+			bench(&bench.TorchCase{Op: "conv1d_fwd_split", Args: withArgs(map[string]any{"lens": []int{4096}})})},
 		opUpdateSplit: {testCase{name: "B32 key2048 value4096 bf16 w4", op: opUpdateSplit, dt: bf16, width: 4,
 			keyDim: qwenKey, valueDim: qwenValue, batch: 32, nSlots: 64, silu: true, noBias: true}.
-			bench(&registry.TorchCase{Op: "conv1d_update_split", Args: withArgs(map[string]any{"batch": 32, "n_slots": 64})})},
+			bench(&bench.TorchCase{Op: "conv1d_update_split", Args: withArgs(map[string]any{"batch": 32, "n_slots": 64})})},
 	}
 }
 
-func checksOf(cases []testCase) []registry.Check {
-	out := make([]registry.Check, len(cases))
+func checksOf(cases []testCase) []check.Case {
+	out := make([]check.Case, len(cases))
 	for i, c := range cases {
-		out[i] = registry.Check{Name: c.name, Spec: c.spec}
+		out[i] = check.Case{Name: c.name, Spec: c.spec}
 	}
 	return out
 }
 
-func init() {
+// Suite returns the family's parity and benchmark cases.
+func Suite() (f suite.Family) {
+	f.Name = "conv1d"
 	benches := benchCases()
 	for _, op := range []struct {
 		kind      opKind
@@ -198,8 +202,9 @@ func init() {
 		{opForwardSplit, "causal_conv1d_fwd_split", "varlen causal conv1d with the output split into q, k, v (Qwen3-Next GDN)", forwardSplitChecks},
 		{opUpdateSplit, "causal_conv1d_update_split_qkv", "causal conv1d decode step with the output split into q, k, v (Qwen3-Next GDN)", updateSplitChecks},
 	} {
-		registry.Register(&registry.Op{Name: op.name, Family: "conv1d", Doc: op.doc,
+		f.Ops = append(f.Ops, &suite.Op{Name: op.name, Family: "conv1d", Doc: op.doc,
 			Checks: checksOf(op.checks), Benches: benches[op.kind]})
 	}
-	registry.RegisterTorch("conv1d", torchSrc)
+	f.Torch = torchSrc
+	return f
 }

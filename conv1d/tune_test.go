@@ -12,7 +12,6 @@ import (
 	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -125,10 +124,10 @@ func (s *tuneShape) verify(dev *cuda.Device, o Options) (string, error) {
 
 func (s *tuneShape) measure(dev *cuda.Device, o Options) (bench.Result, error) {
 	next := 0
-	b := registry.Bench{Bytes: s.bd.bytes, New: func(*cuda.Device, *rand.Rand) (registry.Instance, error) {
+	b := bench.Case{Bytes: s.bd.bytes, New: func(*cuda.Device, *rand.Rand) (bench.Instance, error) {
 		set := s.sets[next%len(s.sets)]
 		next++
-		return registry.Instance{Run: func(st *cuda.Stream) error { return s.bd.call(st, set.dev, o) }}, nil
+		return bench.Instance{Run: func(st *cuda.Stream) error { return s.bd.call(st, set.dev, o) }}, nil
 	}}
 	return bench.Measure(dev, b, bench.Options{MaxSets: len(s.sets)})
 }

@@ -16,7 +16,18 @@ import (
 	"sort"
 
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/tensor"
 )
+
+// cTypes names each dtype's element type in kittens.cuh.
+var cTypes = map[tensor.DType]string{
+	tensor.F32: "float", tensor.F16: "f16", tensor.BF16: "bf16", tensor.F8E4M3: "fp8e4m3", tensor.F8E5M2: "fp8e5m2",
+	tensor.I8: "i8", tensor.U8: "u8", tensor.I32: "i32", tensor.I64: "i64",
+}
+
+// CType returns the name of dt's element type in kittens.cuh ("bf16",
+// "float", "i32", ...), or "" for a dtype the headers do not define.
+func CType(dt tensor.DType) string { return cTypes[dt] }
 
 //go:embed *.cuh
 var files embed.FS

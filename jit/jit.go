@@ -18,6 +18,7 @@ import (
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/include"
+	"github.com/gokittens/kittens/tensor"
 )
 
 // Kernel is one kernel entry of one CUDA C++ source, specialized by defines.
@@ -237,10 +238,21 @@ func cubinFor(arch string, k Kernel) ([]byte, error) {
 }
 
 // Defines formats name=value pairs for Kernel.Defines, sorted by name so
-// equal specializations give equal keys.
+// equal specializations give equal keys. A bool is written 1 or 0, a
+// tensor.DType as its element type in kittens.cuh (include.CType), any
+// other value as fmt's %v.
 func Defines(kv map[string]any) []string {
 	out := make([]string, 0, len(kv))
 	for k, v := range kv {
+		switch x := v.(type) {
+		case bool:
+			v = 0
+			if x {
+				v = 1
+			}
+		case tensor.DType:
+			v = include.CType(x)
+		}
 		out = append(out, fmt.Sprintf("%s=%v", k, v))
 	}
 	sort.Strings(out)

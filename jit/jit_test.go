@@ -15,6 +15,7 @@ import (
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/include"
+	"github.com/gokittens/kittens/tensor"
 )
 
 func TestCacheRoundTripAndCorruption(t *testing.T) {
@@ -96,8 +97,8 @@ func TestKeyCoversEverything(t *testing.T) {
 }
 
 func TestDefinesSorted(t *testing.T) {
-	got := Defines(map[string]any{"VEC": 8, "T": "bf16", "BLOCK": 256})
-	want := []string{"BLOCK=256", "T=bf16", "VEC=8"}
+	got := Defines(map[string]any{"VEC": 8, "TTT": "bf16", "BLOCK": 256, "FULL": true, "EARLY": false, "DTYPE": tensor.F32})
+	want := []string{"BLOCK=256", "DTYPE=float", "EARLY=0", "FULL=1", "TTT=bf16", "VEC=8"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %v", got)
 	}

@@ -145,7 +145,7 @@ type arg struct {
 
 // validate checks a job's arguments and options. opName is "norm.RMSNorm"
 // and so on; the job's y, x, ... are the caller's (possibly nil) tensors.
-func (j *job) validate(opName string, names jobNames, o Options) error {
+func (j *job) validate(s *cuda.Stream, opName string, names jobNames, o Options) error {
 	v := tensor.Validate(opName)
 	v.Tensor(names.x, j.x).Rank(2).DType(activationDTypes...)
 	if v.Err() != nil {
@@ -213,7 +213,7 @@ func (j *job) validate(opName string, names jobNames, o Options) error {
 			locTensors = append(locTensors, a.t)
 		}
 	}
-	v.SameLocation(locNames, locTensors...)
+	v.SameLocation(s, locNames, locTensors...)
 	for i, out := range args {
 		if out.t == nil || out.role != roleOutput {
 			continue
@@ -292,7 +292,7 @@ func stream(s *cuda.Stream, t *tensor.Tensor) *cuda.Stream {
 // x·rsqrt(mean(x²) + eps) does. The same holds for L2Norm.
 func RMSNorm(s *cuda.Stream, y, x, w *tensor.Tensor, o Options) error {
 	j := &job{op: opRMS, weight: weightOf(o), y: y, x: x, w: w, rstd: o.RStd, eps: o.eps()}
-	if err := j.validate("norm.RMSNorm", rmsNames, o); err != nil {
+	if err := j.validate(s, "norm.RMSNorm", rmsNames, o); err != nil {
 		return err
 	}
 	j.denom = float64(j.n())
@@ -310,7 +310,7 @@ func RMSNorm(s *cuda.Stream, y, x, w *tensor.Tensor, o Options) error {
 func FusedAddRMSNorm(s *cuda.Stream, y, residualOut, x, residual, w *tensor.Tensor, o Options) error {
 	j := &job{op: opRMS, add: rmsAdd(o), weight: weightOf(o), y: y, residualOut: residualOut, x: x, x2: residual, w: w,
 		rstd: o.RStd, eps: o.eps()}
-	if err := j.validate("norm.FusedAddRMSNorm", fusedRMSNames, o); err != nil {
+	if err := j.validate(s, "norm.FusedAddRMSNorm", fusedRMSNames, o); err != nil {
 		return err
 	}
 	j.denom = float64(j.n())
@@ -331,7 +331,7 @@ func FusedAddRMSNorm(s *cuda.Stream, y, residualOut, x, residual, w *tensor.Tens
 // itself.
 func LayerNorm(s *cuda.Stream, y, x, w, b *tensor.Tensor, o Options) error {
 	j := &job{op: opLayer, weight: weightPlain, y: y, x: x, w: w, b: b, rstd: o.RStd, mean: o.Mean, eps: o.eps()}
-	if err := j.validate("norm.LayerNorm", layerNames, o); err != nil {
+	if err := j.validate(s, "norm.LayerNorm", layerNames, o); err != nil {
 		return err
 	}
 	j.denom = float64(j.n())
@@ -344,7 +344,7 @@ func LayerNorm(s *cuda.Stream, y, x, w, b *tensor.Tensor, o Options) error {
 func FusedAddLayerNorm(s *cuda.Stream, y, residualOut, x, residual, w, b *tensor.Tensor, o Options) error {
 	j := &job{op: opLayer, add: addRounded, weight: weightPlain, y: y, residualOut: residualOut, x: x, x2: residual,
 		w: w, b: b, rstd: o.RStd, mean: o.Mean, eps: o.eps()}
-	if err := j.validate("norm.FusedAddLayerNorm", fusedLNNames, o); err != nil {
+	if err := j.validate(s, "norm.FusedAddLayerNorm", fusedLNNames, o); err != nil {
 		return err
 	}
 	j.denom = float64(j.n())
@@ -361,7 +361,7 @@ func FusedAddLayerNorm(s *cuda.Stream, y, residualOut, x, residual, w, b *tensor
 // backward pass.
 func L2Norm(s *cuda.Stream, y, x *tensor.Tensor, o Options) error {
 	j := &job{op: opRMS, y: y, x: x, rstd: o.RStd, eps: o.eps(), denom: 1}
-	if err := j.validate("norm.L2Norm", l2Names, o); err != nil {
+	if err := j.validate(s, "norm.L2Norm", l2Names, o); err != nil {
 		return err
 	}
 	return j.run(stream(s, x))
@@ -375,7 +375,7 @@ func L2Norm(s *cuda.Stream, y, x *tensor.Tensor, o Options) error {
 // in fp32, rounded once into dx, which has y's dtype. dx may be dy itself.
 func L2NormBackward(s *cuda.Stream, dx, y, dy, rstd *tensor.Tensor) error {
 	j := &job{op: opL2Backward, y: dx, x: dy, x2: y, rstdIn: rstd, denom: 1}
-	if err := j.validate("norm.L2NormBackward", l2BwdNames, Options{}); err != nil {
+	if err := j.validate(s, "norm.L2NormBackward", l2BwdNames, Options{}); err != nil {
 		return err
 	}
 	return j.run(stream(s, dy))

@@ -22,13 +22,13 @@ func TestParity(t *testing.T) {
 	if dev := gputest.Maybe(t); dev != nil {
 		prepare(t, dev, false)
 	}
-	gputest.RunChecks(t, "norm")
+	gputest.RunChecks(t, Suite())
 }
 
 // BenchmarkNorm times every registered bench case (GPU only).
 func BenchmarkNorm(b *testing.B) {
 	prepare(b, gputest.Device(b), true)
-	gputest.RunBenches(b, "norm")
+	gputest.RunBenches(b, Suite())
 }
 
 // variant is the part of the kernel key an op and its options fix.

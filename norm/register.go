@@ -8,10 +8,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/intmath"
-	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/suite"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -323,8 +324,8 @@ func (d *opDef) spec(c caseSpec, dt tensor.DType, rng *rand.Rand) check.Spec {
 }
 
 // checks expands the op's cases over the dtypes.
-func (d *opDef) checks() []registry.Check {
-	var out []registry.Check
+func (d *opDef) checks() []check.Case {
+	var out []check.Case
 	for _, c := range d.cases {
 		for _, dt := range activationDTypes {
 			if c.only != tensor.Invalid && c.only != dt {
@@ -333,7 +334,7 @@ func (d *opDef) checks() []registry.Check {
 			if c.zeroCentered && !d.weighted {
 				continue
 			}
-			out = append(out, registry.Check{Name: c.label(dt), Spec: func(rng *rand.Rand) (check.Spec, error) {
+			out = append(out, check.Case{Name: c.label(dt), Spec: func(rng *rand.Rand) (check.Spec, error) {
 				return d.spec(c, dt, rng), nil
 			}})
 		}
@@ -347,8 +348,8 @@ type benchShape struct{ rows, n int }
 // goal is what the normalization issue asks of a shape: the row-wise goal,
 // and 1.5× PyTorch eager, except on the original port's 128×128 shape,
 // where it asks no slower than eager.
-func goal(sh benchShape) registry.Goal {
-	g := registry.RowwiseGoal
+func goal(sh benchShape) bench.Goal {
+	g := bench.RowwiseGoal
 	g.VsEager = 1.5
 	if sh == (benchShape{128, 128}) {
 		g.VsEager = 1
@@ -363,7 +364,7 @@ func goal(sh benchShape) registry.Goal {
 // 16384x7168 took 223.8 µs against 222.6 out of place and 16384x8192 255.5
 // against 254.8, where the fourth session had measured 244 against 229 at
 // 7168. The bytes count each input read once and each output written once.
-func (d *opDef) bench(sh benchShape) registry.Bench {
+func (d *opDef) bench(sh benchShape) bench.Case {
 	const dt = tensor.BF16
 	m, n, nOut := sh.rows, sh.n, d.nOut(sh.n)
 	es := int64(dt.Size())
@@ -390,12 +391,12 @@ func (d *opDef) bench(sh benchShape) registry.Bench {
 	if d.padTo > 0 {
 		args["pad_to"] = d.padTo
 	}
-	return registry.Bench{
+	return bench.Case{
 		Name:  name,
 		Bytes: bytes,
-		Torch: &registry.TorchCase{Op: d.name, Args: args},
+		Torch: &bench.TorchCase{Op: d.name, Args: args},
 		Goal:  goal(sh),
-		New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+		New: func(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
 			a := &allocator{dev: dev, rng: rng}
 			t := operands{x: a.random(dt, 0, 1, m, n)}
 			switch {
@@ -418,9 +419,9 @@ func (d *opDef) bench(sh benchShape) registry.Bench {
 			}
 			if a.err != nil {
 				a.free()
-				return registry.Instance{}, fmt.Errorf("norm: bench %s: %w", name, a.err)
+				return bench.Instance{}, fmt.Errorf("norm: bench %s: %w", name, a.err)
 			}
-			return registry.Instance{Run: func(s *cuda.Stream) error { return d.call(s, t, false) }, Free: a.free}, nil
+			return bench.Instance{Run: func(s *cuda.Stream) error { return d.call(s, t, false) }, Free: a.free}, nil
 		},
 	}
 }
@@ -546,10 +547,12 @@ var ops = []*opDef{
 // gptOSSPad is the pad multiple of the gpt-oss benchmark cases (MI300 MoE GEMMs).
 const gptOSSPad = 256
 
-func init() {
-	registry.RegisterTorch("norm", torchSource)
+// Suite returns the family's parity and benchmark cases.
+func Suite() (f suite.Family) {
+	f.Name = "norm"
+	f.Torch = torchSource
 	for _, d := range ops {
-		op := &registry.Op{Name: d.name, Family: "norm", Doc: d.doc, Checks: d.checks()}
+		op := &suite.Op{Name: d.name, Family: "norm", Doc: d.doc, Checks: d.checks()}
 		for _, sh := range d.benches {
 			op.Benches = append(op.Benches, d.bench(sh))
 		}
@@ -560,6 +563,7 @@ func init() {
 				op.Benches = append(op.Benches, gpt.bench(sh))
 			}
 		}
-		registry.Register(op)
+		f.Ops = append(f.Ops, op)
 	}
+	return f
 }

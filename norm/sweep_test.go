@@ -14,7 +14,6 @@ import (
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/internal/intmath"
 	"github.com/gokittens/kittens/jit"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -168,9 +167,9 @@ func BenchmarkSweep(b *testing.B) {
 				fmt.Printf("SWEEP %-18s %6dx%-5d %s MISMATCH %v\n", sh.name, sh.m, sh.n, describe(c), rep)
 				continue
 			}
-			cb := registry.Bench{Name: "sweep", Bytes: bytes, New: func(*cuda.Device, *rand.Rand) (registry.Instance, error) {
+			cb := bench.Case{Name: "sweep", Bytes: bytes, New: func(*cuda.Device, *rand.Rand) (bench.Instance, error) {
 				j, free := newJob()
-				return registry.Instance{Run: func(s *cuda.Stream) error { return j.launchWith(s, c) }, Free: free}, nil
+				return bench.Instance{Run: func(s *cuda.Stream) error { return j.launchWith(s, c) }, Free: free}, nil
 			}}
 			r, err := bench.Measure(dev, cb, bench.Options{Runs: 100})
 			status := ""

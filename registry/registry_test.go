@@ -1,112 +1,109 @@
 package registry
 
 import (
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/gokittens/kittens/check"
+	"strings"
+
+	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/suite"
+	"github.com/gokittens/kittens/tensor"
 )
 
-func TestRegisterLookupFamily(t *testing.T) {
-	t.Cleanup(func() { // leave the registry as it was, so that -count=N runs again
-		mu.Lock()
-		defer mu.Unlock()
-		delete(ops, "zz_test_a")
-		delete(ops, "zz_test_b")
-	})
-	Register(&Op{Name: "zz_test_b", Family: "zz_fam"})
-	Register(&Op{Name: "zz_test_a", Family: "zz_fam"})
-	ops := Family("zz_fam")
-	if len(ops) != 2 || ops[0].Name != "zz_test_a" {
-		t.Fatalf("family not sorted by name: %v", ops)
+// TestFamiliesSortedAndNamed: families come sorted by name, their ops by
+// name, each op naming its family, every name unique.
+func TestFamiliesSortedAndNamed(t *testing.T) {
+	fs := Families()
+	if !slices.IsSortedFunc(fs, func(a, b suite.Family) int { return strings.Compare(a.Name, b.Name) }) {
+		t.Errorf("families not sorted")
 	}
-	if _, ok := Lookup("zz_test_b"); !ok {
-		t.Fatal("lookup failed")
+	seen := map[string]bool{}
+	for _, f := range fs {
+		if f.Torch == "" {
+			t.Errorf("family %s has no PyTorch snippet", f.Name)
+		}
+		for i, op := range f.Ops {
+			if op.Family != f.Name {
+				t.Errorf("op %s in family %s says family %q", op.Name, f.Name, op.Family)
+			}
+			if i > 0 && f.Ops[i-1].Name >= op.Name {
+				t.Errorf("family %s: ops not sorted at %s", f.Name, op.Name)
+			}
+			if seen[op.Name] {
+				t.Errorf("op %s twice", op.Name)
+			}
+			seen[op.Name] = true
+		}
+	}
+	if _, ok := Lookup("rmsnorm"); !ok {
+		t.Error("Lookup(rmsnorm) failed")
 	}
 	if _, ok := Lookup("nope"); ok {
-		t.Fatal("found an unregistered op")
+		t.Error("found an op that does not exist")
 	}
-	defer func() {
-		if recover() == nil {
-			t.Fatal("a duplicate name did not panic")
-		}
-	}()
-	Register(&Op{Name: "zz_test_a", Family: "other"})
-}
-
-func TestTorchSnippetsSorted(t *testing.T) {
-	RegisterTorch("zz_b", "b")
-	RegisterTorch("zz_a", "a")
-	s := TorchSnippets()
-	ia, ib := -1, -1
-	for i, v := range s {
-		switch v {
-		case "a":
-			ia = i
-		case "b":
-			ib = i
-		}
-	}
-	if ia < 0 || ib < ia {
-		t.Fatalf("snippets not sorted by family: %v", s)
+	if len(Family("norm")) == 0 || Family("nope") != nil {
+		t.Error("Family: norm empty or an unknown family found")
 	}
 }
 
-// TestWarmRunsEveryCase: Warm draws every case once and calls done after
-// each, with some running at once; a case that cannot warm (here: no
-// device) is left for its Run to report.
-func TestWarmRunsEveryCase(t *testing.T) {
-	const n = 40
-	var drawn, running, most, done atomic.Int32
-	checks := make([]Check, n)
-	for i := range checks {
-		checks[i] = Check{Name: fmt.Sprint(i), Spec: func(*rand.Rand) (check.Spec, error) {
-			drawn.Add(1)
-			r := running.Add(1)
-			for m := most.Load(); r > m && !most.CompareAndSwap(m, r); m = most.Load() {
+// TestEveryOpIsComplete holds every op to the pattern: a doc line, parity
+// cases, and benchmark cases that count their bytes, have a PyTorch
+// counterpart and a goal, with case names unique within the op.
+func TestEveryOpIsComplete(t *testing.T) {
+	ops := All()
+	if len(ops) == 0 {
+		t.Fatal("no ops")
+	}
+	families := map[string]bool{}
+	for _, op := range ops {
+		families[op.Family] = true
+		if op.Doc == "" || len(op.Checks) == 0 {
+			t.Errorf("%s: doc %q, %d parity cases", op.Name, op.Doc, len(op.Checks))
+		}
+		seen := map[string]bool{}
+		for _, c := range op.Checks {
+			if seen["check "+c.Name] {
+				t.Errorf("%s: parity case %q twice", op.Name, c.Name)
 			}
-			time.Sleep(2 * time.Millisecond)
-			running.Add(-1)
-			return check.Spec{}, errors.New("no case")
-		}}
+			seen["check "+c.Name] = true
+		}
+		for _, b := range op.Benches {
+			if b.Bytes <= 0 || b.New == nil || b.Torch == nil || b.Torch.Op == "" {
+				t.Errorf("%s/%s: bytes %d, has New %v, torch %+v", op.Name, b.Name, b.Bytes, b.New != nil, b.Torch)
+			}
+			if b.Goal == (bench.Goal{}) {
+				t.Errorf("%s/%s: no goal: the tables cannot count it", op.Name, b.Name)
+			}
+			if seen["bench "+b.Name] {
+				t.Errorf("%s: bench case %q twice", op.Name, b.Name)
+			}
+			seen["bench "+b.Name] = true
+		}
 	}
-	Warm(nil, checks, func() { done.Add(1) })
-	if drawn.Load() != n || done.Load() != n {
-		t.Fatalf("%d cases drawn, done called %d times, want %d", drawn.Load(), done.Load(), n)
-	}
-	if runtime.NumCPU() > 1 && most.Load() < 2 {
-		t.Errorf("at most %d cases at once on %d CPUs", most.Load(), runtime.NumCPU())
+	for _, f := range []string{"norm", "act", "softmax", "rope", "topk", "conv1d"} {
+		if !families[f] {
+			t.Errorf("family %s is not in the list", f)
+		}
 	}
 }
 
-// TestFanOutBudget: fanOut never holds more than its budget of sizes at
-// once, yet runs a case larger than the budget (alone), and runs them all.
-func TestFanOutBudget(t *testing.T) {
-	sizes := []int64{6, 5, 4, 20, 3, 2, 7, 1, 0, 9}
-	const budget = 10
-	var mu sync.Mutex
-	var held, most int64
-	ran := make([]bool, len(sizes))
-	fanOut(len(sizes), func(i int) int64 { return sizes[i] }, budget, nil, func(i int, _ *rand.Rand) {
-		w := min(sizes[i], budget)
-		mu.Lock()
-		held += w
-		most = max(most, held)
-		mu.Unlock()
-		time.Sleep(time.Millisecond)
-		mu.Lock()
-		held -= w
-		ran[i] = true
-		mu.Unlock()
-	})
-	if most > budget || slices.Contains(ran, false) {
-		t.Fatalf("at most %d held at once (budget %d), ran %v", most, budget, ran)
+// TestEveryHostPathWritesItsOutputs runs every parity case on the host path
+// (nil device), which checks each poisoned output, float or integer, for
+// elements still holding the poison: it holds every op to writing all of
+// them, and to never writing the poison pattern itself (−1 in an integer
+// output, see check.Run).
+func TestEveryHostPathWritesItsOutputs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every parity case on the host (seconds)")
+	}
+	for _, op := range All() {
+		for _, c := range op.Checks {
+			rng, seed := tensor.NewRNG()
+			r, err := c.Run(nil, rng)
+			if err != nil || !r.Pass {
+				t.Errorf("%s %s (seed %d): %v %v", op.Name, c.Name, seed, r, err)
+			}
+		}
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -56,24 +56,24 @@ var qkBenchCases = []qkBench{
 	{model: "deepseek-v3 gptj", t: 4096, hq: 128, hk: 1, d: 64, r: 64, style: GPTJ},
 }
 
-func qkBenches() []registry.Bench {
-	var out []registry.Bench
+func qkBenches() []bench.Case {
+	var out []bench.Case
 	for _, c := range qkBenchCases {
 		o := Options{Style: c.style, RotaryDim: c.r, TrustPositions: true}
 		// In place, only the rotary part of each head is read and written;
 		// each token reads one cache row and one int64 position.
 		bytes := int64(c.t) * int64((c.hq+c.hk)*c.r*2*benchDT.Size()+c.r*benchCacheDT.Size()+8)
-		out = append(out, registry.Bench{
-			Goal:  registry.RowwiseGoal,
+		out = append(out, bench.Case{
+			Goal:  bench.RowwiseGoal,
 			Name:  fmt.Sprintf("%s T=%d q %dx%d k %dx%d r=%d bf16", c.model, c.t, c.hq, c.d, c.hk, c.d, c.r),
 			Bytes: bytes,
-			New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+			New: func(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
 				var ts []*tensor.Tensor
 				for _, h := range []int{c.hq, c.hk} {
 					x, err := tensor.RandDevice(dev, rng, benchDT, 0, 1, c.t, h, c.d)
 					if err != nil {
 						freeAll(ts)
-						return registry.Instance{}, err
+						return bench.Instance{}, err
 					}
 					ts = append(ts, x)
 				}
@@ -81,15 +81,15 @@ func qkBenches() []registry.Bench {
 					CosSinCache(benchCacheDT, benchMaxPos, c.r, 1e4))
 				if err != nil {
 					freeAll(ts)
-					return registry.Instance{}, err
+					return bench.Instance{}, err
 				}
 				ts = append(ts, rest...)
-				return registry.Instance{
+				return bench.Instance{
 					Run:  func(s *cuda.Stream) error { return RotateQK(s, ts[0], ts[1], ts[2], ts[3], o) },
 					Free: func() { freeAll(ts) },
 				}, nil
 			},
-			Torch: &registry.TorchCase{Op: "rope_qk", Args: map[string]any{
+			Torch: &bench.TorchCase{Op: "rope_qk", Args: map[string]any{
 				"t": c.t, "hq": c.hq, "hk": c.hk, "d": c.d, "rot": c.r, "style": c.style.String(),
 				"dtype": benchDT.String(), "cache_dtype": benchCacheDT.String(), "max_pos": benchMaxPos}},
 		})
@@ -100,19 +100,19 @@ func qkBenches() []registry.Bench {
 // bhsdBenchShapes are the original port's B×H×S×D bench shapes (NeoX, r = D).
 var bhsdBenchShapes = [][4]int{{4, 32, 1024, 128}, {8, 32, 2048, 128}, {16, 32, 4096, 128}}
 
-func bhsdBenches() []registry.Bench {
-	var out []registry.Bench
+func bhsdBenches() []bench.Case {
+	var out []bench.Case
 	for _, sh := range bhsdBenchShapes {
 		b, h, s, d := sh[0], sh[1], sh[2], sh[3]
 		n := int64(b * h * s * d)
-		out = append(out, registry.Bench{
-			Goal:  registry.RowwiseGoal,
+		out = append(out, bench.Case{
+			Goal:  bench.RowwiseGoal,
 			Name:  fmt.Sprintf("%dx%dx%dx%d bf16", b, h, s, d),
 			Bytes: 2*n*int64(benchDT.Size()) + int64(2*s*d/2*benchCacheDT.Size()),
-			New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+			New: func(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
 				x, err := tensor.RandDevice(dev, rng, benchDT, 0, 1, b, h, s, d)
 				if err != nil {
-					return registry.Instance{}, err
+					return bench.Instance{}, err
 				}
 				y, err1 := tensor.Empty(dev, benchDT, b, h, s, d)
 				cos, sin := cosSinTables(benchCacheDT, s, d, 1e4)
@@ -121,14 +121,14 @@ func bhsdBenches() []registry.Bench {
 					x.Free()
 					y.Free()
 					freeAll(tables)
-					return registry.Instance{}, err
+					return bench.Instance{}, err
 				}
-				return registry.Instance{
+				return bench.Instance{
 					Run:  func(st *cuda.Stream) error { return Rope(st, y, x, tables[0], tables[1], Options{}) },
 					Free: func() { freeAll(append(tables, x, y)) },
 				}, nil
 			},
-			Torch: &registry.TorchCase{Op: "rope_bhsd", Args: map[string]any{
+			Torch: &bench.TorchCase{Op: "rope_bhsd", Args: map[string]any{
 				"shape": []int{b, h, s, d}, "rot": d, "style": NeoX.String(),
 				"dtype": benchDT.String(), "cache_dtype": benchCacheDT.String()}},
 		})

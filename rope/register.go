@@ -7,27 +7,30 @@ import (
 
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/suite"
 	"github.com/gokittens/kittens/tensor"
 )
 
 //go:embed torch_rope.py
 var torchSrc string
 
-func init() {
-	registry.Register(&registry.Op{
+// Suite returns the family's parity and benchmark cases.
+func Suite() (f suite.Family) {
+	f.Name = "rope"
+	f.Ops = append(f.Ops, &suite.Op{
 		Name: "rope_qk", Family: "rope",
 		Doc:     "RoPE on q [T,Hq,D] and k [T,Hk,D] in place, positions + cos/sin cache (vLLM layout)",
 		Checks:  checksOf(qkCases),
 		Benches: qkBenches(),
 	})
-	registry.Register(&registry.Op{
+	f.Ops = append(f.Ops, &suite.Op{
 		Name: "rope_bhsd", Family: "rope",
 		Doc:     "RoPE y = rope(x) on [B,H,S,D] with cos/sin [S,r/2] (the original port's layout)",
 		Checks:  checksOf(bhsdCases),
 		Benches: bhsdBenches(),
 	})
-	registry.RegisterTorch("rope", torchSrc)
+	f.Torch = torchSrc
+	return f
 }
 
 // xmax bounds the parity inputs, drawn uniformly from [−xmax, xmax]; the
@@ -127,8 +130,8 @@ func stridedHeads(rng *rand.Rand, dt tensor.DType, t, h, d, gapT, gapH int) (*te
 	}
 }
 
-func (c qkCase) check(dt, cdt tensor.DType) registry.Check {
-	return registry.Check{
+func (c qkCase) check(dt, cdt tensor.DType) check.Case {
+	return check.Case{
 		Name: fmt.Sprintf("%s %v cache %v", c.name, dt, cdt),
 		Spec: func(rng *rand.Rand) (check.Spec, error) {
 			o := Options{Style: c.style, RotaryDim: c.r}
@@ -172,9 +175,9 @@ func (c qkCase) check(dt, cdt tensor.DType) registry.Check {
 
 // checksOf is every case in every (dtype, cache dtype) pair.
 func checksOf[C interface {
-	check(dt, cdt tensor.DType) registry.Check
-}](cases []C) []registry.Check {
-	var out []registry.Check
+	check(dt, cdt tensor.DType) check.Case
+}](cases []C) []check.Case {
+	var out []check.Case
 	for _, c := range cases {
 		for _, p := range dtypePairs {
 			out = append(out, c.check(p[0], p[1]))
@@ -228,8 +231,8 @@ func stridedBHSD(dt tensor.DType, b, h, s, d int, gap bool, off int) *tensor.Ten
 	return t
 }
 
-func (c bhsdCase) check(dt, cdt tensor.DType) registry.Check {
-	return registry.Check{
+func (c bhsdCase) check(dt, cdt tensor.DType) check.Case {
+	return check.Case{
 		Name: fmt.Sprintf("%s %v cache %v", c.name, dt, cdt),
 		Spec: func(rng *rand.Rand) (check.Spec, error) {
 			o := Options{Style: c.style, RotaryDim: c.r}

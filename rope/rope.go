@@ -123,7 +123,7 @@ func RotateQK(s *cuda.Stream, q, k, positions, cosSin *tensor.Tensor, o Options)
 		if v.Err() == nil {
 			v.Check(cosSin.Dim(0) > 0 || T == 0, "cosSin", "has no rows")
 		}
-		v.SameLocation([]string{"q", "k", "positions", "cosSin"}, q, k, positions, cosSin)
+		v.SameLocation(s, []string{"q", "k", "positions", "cosSin"}, q, k, positions, cosSin)
 	}
 	if v.Err() == nil {
 		if tensor.Overlap(q, k) { // exact for the heads of one qkv buffer
@@ -190,7 +190,7 @@ func Rope(s *cuda.Stream, y, x, cos, sin *tensor.Tensor, o Options) error {
 			v.Check(cos.Dim(0) >= S, "cos", "has %d rows for sequence length %d", cos.Dim(0), S)
 			v.Check(sin.Dim(0) >= S, "sin", "has %d rows for sequence length %d", sin.Dim(0), S)
 		}
-		v.SameLocation([]string{"y", "x", "cos", "sin"}, y, x, cos, sin)
+		v.SameLocation(s, []string{"y", "x", "cos", "sin"}, y, x, cos, sin)
 		v.NoOverlapUnlessSame("y", y, "x", x)
 		v.NoOverlap("y", y, "cos", cos)
 		v.NoOverlap("y", y, "sin", sin)

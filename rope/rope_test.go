@@ -15,9 +15,9 @@ import (
 	"github.com/gokittens/kittens/tensor"
 )
 
-func TestParity(t *testing.T) { gputest.RunChecks(t, "rope") }
+func TestParity(t *testing.T) { gputest.RunChecks(t, Suite()) }
 
-func BenchmarkRope(b *testing.B) { gputest.RunBenches(b, "rope") }
+func BenchmarkRope(b *testing.B) { gputest.RunBenches(b, Suite()) }
 
 // qkArgs are RotateQK arguments on the host, valid unless a test edits them.
 type qkArgs struct {

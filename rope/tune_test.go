@@ -11,7 +11,6 @@ import (
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/jit"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -87,7 +86,7 @@ func TestParityKnobs(t *testing.T) {
 	defer func() { tuning = knobs{} }()
 	for _, k := range parityKnobs {
 		tuning = k
-		t.Run(k.String(), func(t *testing.T) { gputest.RunChecks(t, "rope") })
+		t.Run(k.String(), func(t *testing.T) { gputest.RunChecks(t, Suite()) })
 	}
 }
 
@@ -107,17 +106,17 @@ func BenchmarkTune(b *testing.B) {
 	var lines []string
 	for _, mb := range []int{84, 135, 336} {
 		n := mb << 20 / 2 // bf16 elements read and written in place
-		bc := registry.Bench{Bytes: int64(4 * n), New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+		bc := bench.Case{Bytes: int64(4 * n), New: func(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
 			x, err := tensor.RandDevice(dev, rng, tensor.BF16, 0, 1, n)
 			if err != nil {
-				return registry.Instance{}, err
+				return bench.Instance{}, err
 			}
 			fn, err := touchFuncs.Get(dev, nil, 0)
 			if err != nil {
-				return registry.Instance{}, err
+				return bench.Instance{}, err
 			}
 			cfg := cuda.LaunchConfig{Grid: cuda.D1(n / 8 / 256), Block: cuda.D1(256)}
-			return registry.Instance{
+			return bench.Instance{
 				Run:  func(s *cuda.Stream) error { cfg.Stream = s; return fn.Launch(cfg, cuda.NewArgs().Ptr(x.Ptr())) },
 				Free: func() { x.Free() },
 			}, nil
@@ -133,7 +132,7 @@ func BenchmarkTune(b *testing.B) {
 		lines = append(lines, fmt.Sprintf("in-place identity, %d MiB: %.2f µs %.0f GB/s %.0f%% of copy, same-size copy %.0f GB/s",
 			mb, r.MedianUS, r.GBs, 100*r.GBs/gbs, same))
 	}
-	for _, op := range registry.Family("rope") {
+	for _, op := range Suite().Ops {
 		for _, c := range op.Benches {
 			ks := tuneKnobs
 			switch {

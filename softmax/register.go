@@ -6,9 +6,10 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/suite"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -209,13 +210,13 @@ var benchShapes = func() []benchShape {
 	return append(s, benchShape{tensor.BF16, 64, 151936})
 }()
 
-func (b benchShape) bench() registry.Bench {
-	return registry.Bench{
+func (b benchShape) bench() bench.Case {
+	return bench.Case{
 		Name:  fmt.Sprintf("%dx%d %s", b.M, b.N, b.DType),
 		Bytes: 2 * int64(b.M) * int64(b.N) * int64(b.DType.Size()),
 		New:   b.instance,
-		Torch: &registry.TorchCase{Op: "softmax", Args: map[string]any{"M": b.M, "N": b.N, "dtype": b.DType.String()}},
-		Goal:  registry.RowwiseGoal,
+		Torch: &bench.TorchCase{Op: "softmax", Args: map[string]any{"M": b.M, "N": b.N, "dtype": b.DType.String()}},
+		Goal:  bench.RowwiseGoal,
 	}
 }
 
@@ -232,29 +233,32 @@ func (b benchShape) alloc(dev *cuda.Device, rng *rand.Rand) (x, y *tensor.Tensor
 }
 
 // instance is one benchmark set: Softmax from a fresh x into y.
-func (b benchShape) instance(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+func (b benchShape) instance(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
 	x, y, err := b.alloc(dev, rng)
 	if err != nil {
-		return registry.Instance{}, err
+		return bench.Instance{}, err
 	}
-	return registry.Instance{
+	return bench.Instance{
 		Run:  func(s *cuda.Stream) error { return Softmax(s, y, x, Options{}) },
 		Free: func() { x.Free(); y.Free() },
 	}, nil
 }
 
-func init() {
-	op := &registry.Op{
+// Suite returns the family's parity and benchmark cases.
+func Suite() (f suite.Family) {
+	f.Name = "softmax"
+	op := &suite.Op{
 		Name:   "softmax",
 		Family: "softmax",
 		Doc:    "y = softmax(x·scale) over the last dim of x [M, N]; bf16, f16, f32",
 	}
 	for _, c := range parityCases {
-		op.Checks = append(op.Checks, registry.Check{Name: c.String(), Spec: c.spec})
+		op.Checks = append(op.Checks, check.Case{Name: c.String(), Spec: c.spec})
 	}
 	for _, b := range benchShapes {
 		op.Benches = append(op.Benches, b.bench())
 	}
-	registry.Register(op)
-	registry.RegisterTorch("softmax", torchSnippet)
+	f.Ops = append(f.Ops, op)
+	f.Torch = torchSnippet
+	return f
 }

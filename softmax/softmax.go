@@ -80,7 +80,7 @@ func Softmax(s *cuda.Stream, y, x *tensor.Tensor, o Options) error {
 	v := tensor.Validate("softmax.Softmax")
 	v.Tensor("x", x).Rank(2).DType(tensor.BF16, tensor.F16, tensor.F32)
 	v.Tensor("y", y).Rank(2).ShapeOf(x).DTypeOf(x)
-	v.SameLocation([]string{"y", "x"}, y, x)
+	v.SameLocation(s, []string{"y", "x"}, y, x)
 	v.NoOverlapUnlessSame("y", y, "x", x)
 	v.Check(!math.IsNaN(float64(o.Scale)) && !math.IsInf(float64(o.Scale), 0), "Scale", "is %v, want a finite value", o.Scale)
 	if err := v.Err(); err != nil {

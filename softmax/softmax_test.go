@@ -13,13 +13,12 @@ import (
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/internal/intmath"
-	"github.com/gokittens/kittens/registry"
 	"github.com/gokittens/kittens/tensor"
 )
 
-func TestParity(t *testing.T) { gputest.RunChecks(t, "softmax") }
+func TestParity(t *testing.T) { gputest.RunChecks(t, Suite()) }
 
-func BenchmarkSoftmax(b *testing.B) { gputest.RunBenches(b, "softmax") }
+func BenchmarkSoftmax(b *testing.B) { gputest.RunBenches(b, Suite()) }
 
 // h200 and small are the device properties the picker is tested on: the
 // target GPU, and a small pre-Hopper one (48 KiB of shared memory, 16 SMs,
@@ -846,12 +845,12 @@ func BenchmarkConfigs(b *testing.B) {
 			}
 			bb := s.shape.bench()
 			bb.Torch = nil
-			bb.New = func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+			bb.New = func(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
 				x, y, err := s.shape.alloc(dev, rng)
 				if err != nil {
-					return registry.Instance{}, err
+					return bench.Instance{}, err
 				}
-				return registry.Instance{
+				return bench.Instance{
 					Run:  func(st *cuda.Stream) error { return run(st, y, x, 1, c) },
 					Free: func() { x.Free(); y.Free() },
 				}, nil

@@ -34,7 +34,7 @@ func ExampleValidate() {
 	v.Tensor("x", x).Rank(2).DType(tensor.BF16, tensor.F16, tensor.F32)
 	v.Tensor("w", w).Shape(x.Dim(-1)).DTypeOf(x)
 	v.Tensor("y", y).ShapeOf(x).DTypeOf(x)
-	v.SameLocation([]string{"y", "x", "w"}, y, x, w)
+	v.SameLocation(nil, []string{"y", "x", "w"}, y, x, w)
 	v.NoOverlapUnlessSame("y", y, "x", x)
 	fmt.Println(v.Err())
 	// Output:

@@ -28,7 +28,7 @@ func (e *ArgError) Error() string {
 //	v := tensor.Validate("norm.RMSNorm")
 //	v.Tensor("x", x).Rank(2).DType(tensor.BF16, tensor.F16, tensor.F32)
 //	v.Tensor("y", y).ShapeOf(x).DTypeOf(x)
-//	v.SameLocation([]string{"y", "x"}, y, x)
+//	v.SameLocation(s, []string{"y", "x"}, y, x)
 //	if err := v.Err(); err != nil { return err }
 //
 // Checks after the first failure do nothing, so a chain never reads a nil
@@ -154,8 +154,9 @@ func (a *Arg) OnDevice() *Arg {
 }
 
 // SameLocation requires all non-nil tensors to be on the host, or all on the
-// same device. names[i] names ts[i] in the error.
-func (v *Validator) SameLocation(names []string, ts ...*Tensor) {
+// same device, and s, when not nil and the tensors are on a device, to be a
+// stream of that device. names[i] names ts[i] in the error.
+func (v *Validator) SameLocation(s *cuda.Stream, names []string, ts ...*Tensor) {
 	name := func(i int) string {
 		if i < len(names) {
 			return names[i]
@@ -171,6 +172,9 @@ func (v *Validator) SameLocation(names []string, ts ...*Tensor) {
 		case t.dev != ts[first].dev:
 			v.Failf(name(i), "is on %s but %s is on %s", where(t), name(first), where(ts[first]))
 		}
+	}
+	if first >= 0 && s != nil && ts[first].dev != nil && s.Device() != ts[first].dev {
+		v.Failf("s", "is a stream of device %d but %s is on device %d", s.Device().Ordinal, name(first), ts[first].dev.Ordinal)
 	}
 }
 

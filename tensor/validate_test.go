@@ -46,13 +46,18 @@ func TestValidatorChecks(t *testing.T) {
 		{"nil", func(v *Validator) { v.Tensor("w", nil).Rank(1).DType(F32).Shape(3).Contiguous() }, "w", "is nil"},
 		{"optional nil", func(v *Validator) { v.Optional("b", nil).Rank(1).DType(F32).Shape(3).Contiguous().Int32Indexable() }, "", ""},
 		{"optional checked", func(v *Validator) { v.Optional("b", x).Rank(1) }, "b", "has rank 2"},
-		{"same location host", func(v *Validator) { v.SameLocation([]string{"y", "x"}, top, x) }, "", ""},
-		{"same location nils", func(v *Validator) { v.SameLocation([]string{"a", "b", "c"}, nil, d, nil) }, "", ""},
-		{"host and device", func(v *Validator) { v.SameLocation([]string{"y", "b", "x"}, x, nil, d) }, "x", "is on device 0 but y is on the host"},
+		{"same location host", func(v *Validator) { v.SameLocation(nil, []string{"y", "x"}, top, x) }, "", ""},
+		{"same location nils", func(v *Validator) { v.SameLocation(nil, []string{"a", "b", "c"}, nil, d, nil) }, "", ""},
+		{"host and device", func(v *Validator) { v.SameLocation(nil, []string{"y", "b", "x"}, x, nil, d) }, "x", "is on device 0 but y is on the host"},
 		{"two devices", func(v *Validator) {
-			v.SameLocation([]string{"y", "x"}, d, fakeDevice(dev1, 0x10000, F32, 1))
+			v.SameLocation(nil, []string{"y", "x"}, d, fakeDevice(dev1, 0x10000, F32, 1))
 		}, "x", "is on device 1 but y is on device 0"},
-		{"unnamed", func(v *Validator) { v.SameLocation(nil, x, d) }, "#1", "is on device 0"},
+		{"stream of the device", func(v *Validator) { v.SameLocation(dev0.DefaultStream(), []string{"y", "x"}, d, nil) }, "", ""},
+		{"stream of the host tensors", func(v *Validator) { v.SameLocation(dev1.DefaultStream(), []string{"y", "x"}, x, top) }, "", ""},
+		{"stream of another device", func(v *Validator) {
+			v.SameLocation(dev1.DefaultStream(), []string{"y", "x"}, nil, d)
+		}, "s", "is a stream of device 1 but x is on device 0"},
+		{"unnamed", func(v *Validator) { v.SameLocation(nil, nil, x, d) }, "#1", "is on device 0"},
 		{"no overlap ok", func(v *Validator) { v.NoOverlap("y", top, "x", bottom) }, "", ""},
 		{"no overlap", func(v *Validator) { v.NoOverlap("y", middle, "x", bottom) }, "y", "overlaps x; in-place use is not allowed here"},
 		{"no overlap in place", func(v *Validator) { v.NoOverlap("y", x, "x", x) }, "y", "overlaps x"},

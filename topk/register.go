@@ -7,24 +7,28 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/suite"
 	"github.com/gokittens/kittens/tensor"
 )
 
 //go:embed torch_topk.py
 var torchSrc string
 
-func init() {
-	registry.Register(&registry.Op{
+// Suite returns the family's parity and benchmark cases.
+func Suite() (f suite.Family) {
+	f.Name = "topk"
+	f.Ops = append(f.Ops, &suite.Op{
 		Name:    "topk",
 		Family:  "topk",
 		Doc:     "k largest elements of each row and their indices, descending, torch.topk order (NaN first, ties to the lower index)",
 		Checks:  checks(),
 		Benches: benches(),
 	})
-	registry.RegisterTorch("topk", torchSrc)
+	f.Torch = torchSrc
+	return f
 }
 
 // checkCase is one parity shape. Its rows cycle through the row kinds of
@@ -49,9 +53,9 @@ var checkShapes = []struct {
 	{1, 201088, 20, 0, false}, {1, 128000, 50, 0, false}, {6, 65536, 256, 0, false},
 }
 
-func checks() []registry.Check {
+func checks() []check.Case {
 	dts := []tensor.DType{tensor.F32, tensor.BF16, tensor.F16}
-	var out []registry.Check
+	var out []check.Case
 	for i, s := range checkShapes {
 		for j, dt := range dts {
 			if !s.allDTypes && j != i%len(dts) {
@@ -62,7 +66,7 @@ func checks() []registry.Check {
 				it = tensor.I32
 			}
 			c := checkCase{s.m, s.n, s.k, s.stride, dt, it, i}
-			out = append(out, registry.Check{Name: c.name(), Spec: c.spec})
+			out = append(out, check.Case{Name: c.name(), Spec: c.spec})
 		}
 	}
 	return out
@@ -190,12 +194,12 @@ func fillRows(rng *rand.Rand, x *tensor.Tensor, kind int) {
 // over µs give 4 bytes per element of x.
 const benchDType = tensor.F32
 
-func benches() []registry.Bench {
+func benches() []bench.Case {
 	shapes := [][3]int{
 		{4096, 128, 8}, {4096, 256, 10}, {4096, 1024, 32}, {1024, 256, 10},
 		{1, 128000, 50}, {1, 151936, 20}, {64, 151936, 20}, {64, 201088, 50}, {1, 201088, 20},
 	}
-	out := make([]registry.Bench, 0, len(shapes))
+	out := make([]bench.Case, 0, len(shapes))
 	for _, s := range shapes {
 		out = append(out, benchCase(s[0], s[1], s[2]))
 	}
@@ -205,33 +209,33 @@ func benches() []registry.Bench {
 // benchCase times TopK on N(0, 1) rows with i64 indices (as torch returns).
 // Its goal is the issue's: 3× torch.topk on routing rows (N up to 1024),
 // as fast on vocabulary rows.
-func benchCase(m, n, k int) registry.Bench {
+func benchCase(m, n, k int) bench.Case {
 	dt, it := benchDType, tensor.I64
-	goal := registry.Goal{VsEager: 1}
+	goal := bench.Goal{VsEager: 1}
 	if n <= 1024 {
 		goal.VsEager = 3
 	}
-	return registry.Bench{
+	return bench.Case{
 		Name:  fmt.Sprintf("%dx%d k=%d %v", m, n, k, dt),
 		Bytes: int64(m*n*dt.Size() + m*k*(dt.Size()+it.Size())),
 		Goal:  goal,
-		New: func(dev *cuda.Device, rng *rand.Rand) (registry.Instance, error) {
+		New: func(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
 			x, err := tensor.Rand(rng, dt, 1, m, n).ToDevice(dev)
 			if err != nil {
-				return registry.Instance{}, err
+				return bench.Instance{}, err
 			}
 			values, err := tensor.Empty(dev, dt, m, k)
 			if err != nil {
 				x.Free()
-				return registry.Instance{}, err
+				return bench.Instance{}, err
 			}
 			indices, err := tensor.Empty(dev, it, m, k)
 			if err != nil {
 				x.Free()
 				values.Free()
-				return registry.Instance{}, err
+				return bench.Instance{}, err
 			}
-			return registry.Instance{
+			return bench.Instance{
 				Run: func(s *cuda.Stream) error { return TopK(s, values, indices, x, k) },
 				Free: func() {
 					x.Free()
@@ -240,6 +244,6 @@ func benchCase(m, n, k int) registry.Bench {
 				},
 			}, nil
 		},
-		Torch: &registry.TorchCase{Op: "topk", Args: map[string]any{"m": m, "n": n, "k": k, "dtype": dt.String()}},
+		Torch: &bench.TorchCase{Op: "topk", Args: map[string]any{"m": m, "n": n, "k": k, "dtype": dt.String()}},
 	}
 }

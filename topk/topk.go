@@ -89,7 +89,7 @@ func validate(s *cuda.Stream, values, indices, x *tensor.Tensor, k int) error {
 	if err := v.Err(); err != nil {
 		return err
 	}
-	v.SameLocation([]string{"x", "values", "indices"}, x, values, indices)
+	v.SameLocation(s, []string{"x", "values", "indices"}, x, values, indices)
 	v.NoOverlap("values", values, "x", x)
 	v.NoOverlap("indices", indices, "x", x)
 	v.NoOverlap("indices", indices, "values", values)

@@ -13,9 +13,9 @@ import (
 	"github.com/gokittens/kittens/tensor"
 )
 
-func TestParity(t *testing.T) { gputest.RunChecks(t, "topk") }
+func TestParity(t *testing.T) { gputest.RunChecks(t, Suite()) }
 
-func BenchmarkTopK(b *testing.B) { gputest.RunBenches(b, "topk") }
+func BenchmarkTopK(b *testing.B) { gputest.RunBenches(b, Suite()) }
 
 // poisoned reports whether every byte of t is still 0xFF.
 func poisoned(t *tensor.Tensor) bool {

@@ -5,8 +5,9 @@ import (
 	"io"
 
 	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/suite"
 )
 
 // bench times every selected op: on the GPU each benchmark case with
@@ -108,13 +109,13 @@ const sameCopyMin = 16 << 20
 // that copy rounds to, bench.CopyBytes). copied is false when such a copy
 // failed: the cases of its size then lack the figure the copy targets are
 // counted against, which fails the command as a failed case does.
-func benchDevice(dev *cuda.Device, ops []*registry.Op, opt bench.Options, stderr io.Writer) (out []bench.Entry, copied bool) {
+func benchDevice(dev *cuda.Device, ops []*suite.Op, opt bench.Options, stderr io.Writer) (out []bench.Entry, copied bool) {
 	copied = true
 	copies := map[int64]float64{}
-	warmCases(ops, benchesOf, stderr, func(bs []registry.Bench, done func()) {
-		registry.WarmBenches(dev, bs, opt.Dependent, done)
+	warmCases(ops, benchesOf, stderr, func(bs []bench.Case, done func()) {
+		bench.WarmAll(dev, bs, opt.Dependent, done)
 	})
-	eachCase(ops, benchesOf, benchName, stderr, func(op *registry.Op, b registry.Bench) {
+	eachCase(ops, benchesOf, benchName, stderr, func(op *suite.Op, b bench.Case) {
 		r, err := bench.Measure(dev, b, opt)
 		e := entry(op, b.Name, r, err)
 		e.Bytes, e.Flops, e.Goal = b.Bytes, b.Flops, b.Goal
@@ -136,9 +137,9 @@ func benchDevice(dev *cuda.Device, ops []*registry.Op, opt bench.Options, stderr
 }
 
 // benchHost times the host path of every parity case of ops.
-func benchHost(ops []*registry.Op, runs int, stderr io.Writer) []bench.Entry {
+func benchHost(ops []*suite.Op, runs int, stderr io.Writer) []bench.Entry {
 	var out []bench.Entry
-	eachCase(ops, checksOf, checkName, stderr, func(op *registry.Op, cs registry.Check) {
+	eachCase(ops, checksOf, checkName, stderr, func(op *suite.Op, cs check.Case) {
 		r, err := bench.MeasureHost(cs, runs)
 		out = append(out, entry(op, cs.Name, r, err))
 	})
@@ -146,7 +147,7 @@ func benchHost(ops []*registry.Op, runs int, stderr io.Writer) []bench.Entry {
 }
 
 // entry is the report entry of one measured case of op.
-func entry(op *registry.Op, name string, r bench.Result, err error) bench.Entry {
+func entry(op *suite.Op, name string, r bench.Result, err error) bench.Entry {
 	e := bench.Entry{Family: op.Family, Op: op.Name, Case: name, Result: r}
 	if err != nil {
 		e.Err = err.Error()
@@ -161,7 +162,7 @@ func entry(op *registry.Op, name string, r bench.Result, err error) bench.Entry 
 // into floor (see bench.FloorRequest). An error (no Python, no torch, a
 // crash) is reported on stderr and returned; the entries keep what came
 // back.
-func compareTorch(ops []*registry.Op, entries []bench.Entry, opt bench.Options, floor *bench.FloorSpan, stderr io.Writer) error {
+func compareTorch(ops []*suite.Op, entries []bench.Entry, opt bench.Options, floor *bench.FloorSpan, stderr io.Writer) error {
 	const startID, endID = "launch floor, start", "launch floor, end"
 	reqs := []bench.TorchRequest{bench.FloorRequest(startID, opt)}
 	index := map[string]int{}
@@ -181,7 +182,7 @@ func compareTorch(ops []*registry.Op, entries []bench.Entry, opt bench.Options, 
 	}
 	reqs = append(reqs, bench.FloorRequest(endID, opt))
 	fmt.Fprintf(stderr, "timing %d cases with PyTorch (eager and torch.compile)\n", len(index))
-	res, err := bench.Torch(reqs)
+	res, err := bench.Torch(torchSnippets(), reqs)
 	floor.StartUS, floor.EndUS = res[startID].EagerUS, res[endID].EagerUS
 	for _, id := range []string{startID, endID} {
 		if e := res[id].Error; e != "" {

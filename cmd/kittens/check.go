@@ -8,7 +8,7 @@ import (
 	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/suite"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -76,12 +76,12 @@ func errCell(v float64, compared bool) string {
 // runChecks runs every parity case of ops on dev (nil: the host path), each
 // with fresh inputs from its own seed. On a GPU the cases first warm up
 // together (warmCases), so that each then runs without waiting for NVRTC.
-func runChecks(dev *cuda.Device, ops []*registry.Op, stderr io.Writer) []checkRow {
+func runChecks(dev *cuda.Device, ops []*suite.Op, stderr io.Writer) []checkRow {
 	if dev != nil {
-		warmCases(ops, checksOf, stderr, func(cs []registry.Check, done func()) { registry.Warm(dev, cs, done) })
+		warmCases(ops, checksOf, stderr, func(cs []check.Case, done func()) { check.WarmAll(dev, cs, done) })
 	}
 	var rows []checkRow
-	eachCase(ops, checksOf, checkName, stderr, func(op *registry.Op, cs registry.Check) {
+	eachCase(ops, checksOf, checkName, stderr, func(op *suite.Op, cs check.Case) {
 		rng, seed := tensor.NewRNG()
 		rep, err := cs.Run(dev, rng)
 		rows = append(rows, checkRow{Family: op.Family, Op: op.Name, Case: cs.Name, Seed: seed, Report: rep, Err: err})

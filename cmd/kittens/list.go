@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/gokittens/kittens/bench"
-	"github.com/gokittens/kittens/registry"
 )
 
 // list prints every registered op: family, name, parity and benchmark case
@@ -14,7 +13,7 @@ func (c *cli) list(args []string) int {
 	if !c.parse(fs, args) {
 		return exitUsage
 	}
-	ops := registry.All()
+	ops := allOps()
 	if len(ops) == 0 {
 		fmt.Fprintln(c.stdout, "no ops registered")
 		return exitOK

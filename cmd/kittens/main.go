@@ -35,10 +35,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/jit"
-	_ "github.com/gokittens/kittens/ops" // every kernel family registers its ops
 	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/suite"
 )
 
 // Exit statuses.
@@ -49,6 +51,38 @@ const (
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// families is the list of every family's cases the commands run on; the
+// command's tests add a family of test ops to it.
+var families = registry.Families
+
+// allOps returns every op of families, in their order.
+func allOps() []*suite.Op {
+	var out []*suite.Op
+	for _, f := range families() {
+		out = append(out, f.Ops...)
+	}
+	return out
+}
+
+// torchSnippets returns the Python snippet of every family.
+func torchSnippets() []string {
+	var out []string
+	for _, f := range families() {
+		out = append(out, f.Torch)
+	}
+	return out
+}
+
+// lookup returns the op named name.
+func lookup(name string) (*suite.Op, bool) {
+	for _, op := range allOps() {
+		if op.Name == name {
+			return op, true
+		}
+	}
+	return nil, false
+}
 
 // cli is one invocation: where results and progress go.
 type cli struct {
@@ -161,7 +195,7 @@ func (k caseKind) runners() string {
 }
 
 // names returns the names of op's cases of kind k.
-func (k caseKind) names(op *registry.Op) []string {
+func (k caseKind) names(op *suite.Op) []string {
 	if k == benchCases {
 		return caseNames(op.Benches, benchName)
 	}
@@ -173,9 +207,9 @@ func (k caseKind) names(op *registry.Op) []string {
 // cases otherwise), and the device to run them on (nil: the CPU path). It
 // returns false after reporting a pattern that is no use: invalid, or one
 // that selects no case to run.
-func (c *cli) resolve(fs *flag.FlagSet, sel selection, benches bool) ([]*registry.Op, *cuda.Device, bool) {
+func (c *cli) resolve(fs *flag.FlagSet, sel selection, benches bool) ([]*suite.Op, *cuda.Device, bool) {
 	m, err := newMatcher(*sel.pattern, *sel.cases)
-	var ops []*registry.Op
+	var ops []*suite.Op
 	if err == nil {
 		ops, err = m.ops()
 	}
@@ -219,9 +253,9 @@ func newMatcher(pattern, casePattern string) (*matcher, error) {
 
 // ops returns the registered ops whose name or family/name matches the -op
 // pattern. A pattern that matches none is an error.
-func (m *matcher) ops() ([]*registry.Op, error) {
-	var out []*registry.Op
-	for _, op := range registry.All() {
+func (m *matcher) ops() ([]*suite.Op, error) {
+	var out []*suite.Op
+	for _, op := range allOps() {
 		if m.re.MatchString(op.Name) || m.re.MatchString(op.Family+"/"+op.Name) {
 			out = append(out, op)
 		}
@@ -239,8 +273,8 @@ func (m *matcher) ops() ([]*registry.Op, error) {
 // other kind, which something else runs, or else how the selected ops'
 // cases of kind are named. Without -op and -case it is not an error: the
 // command then says that there is no case.
-func (m *matcher) cases(ops []*registry.Op, kind caseKind, here string) ([]*registry.Op, error) {
-	var out []*registry.Op
+func (m *matcher) cases(ops []*suite.Op, kind caseKind, here string) ([]*suite.Op, error) {
+	var out []*suite.Op
 	other := 0 // selected cases of the other kind
 	for _, op := range ops {
 		sel := *op
@@ -332,8 +366,8 @@ func (c *cli) device(cpu bool) *cuda.Device {
 
 // eachCase calls fn on every case of ops (cases lists an op's), announcing
 // each on stderr first.
-func eachCase[C any](ops []*registry.Op, cases func(*registry.Op) []C, name func(C) string, stderr io.Writer,
-	fn func(*registry.Op, C)) {
+func eachCase[C any](ops []*suite.Op, cases func(*suite.Op) []C, name func(C) string, stderr io.Writer,
+	fn func(*suite.Op, C)) {
 	n := 0
 	for _, op := range ops {
 		n += len(cases(op))
@@ -348,12 +382,12 @@ func eachCase[C any](ops []*registry.Op, cases func(*registry.Op) []C, name func
 	}
 }
 
-// warmCases hands every case of ops to warm (registry.Warm or
+// warmCases hands every case of ops to warm (check.WarmAll or
 // WarmBenches: each case's kernels loaded, many cases at once), with a
 // progress line on a terminal, and then reports how long that took. A
 // command's time on a machine whose disk cache is empty goes mostly to
 // NVRTC, which so runs on every core instead of one case at a time.
-func warmCases[C any](ops []*registry.Op, cases func(*registry.Op) []C, stderr io.Writer, warm func([]C, func())) {
+func warmCases[C any](ops []*suite.Op, cases func(*suite.Op) []C, stderr io.Writer, warm func([]C, func())) {
 	var all []C
 	for _, op := range ops {
 		all = append(all, cases(op)...)
@@ -375,10 +409,10 @@ func warmCases[C any](ops []*registry.Op, cases func(*registry.Op) []C, stderr i
 }
 
 // Accessors of an op's cases for eachCase.
-func checksOf(op *registry.Op) []registry.Check  { return op.Checks }
-func benchesOf(op *registry.Op) []registry.Bench { return op.Benches }
-func checkName(c registry.Check) string          { return c.Name }
-func benchName(b registry.Bench) string          { return b.Name }
+func checksOf(op *suite.Op) []check.Case  { return op.Checks }
+func benchesOf(op *suite.Op) []bench.Case { return op.Benches }
+func checkName(c check.Case) string       { return c.Name }
+func benchName(b bench.Case) string       { return b.Name }
 
 // output is a file a command writes when its flag names one.
 type output struct {

@@ -17,14 +17,21 @@ import (
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/suite"
 	"github.com/gokittens/kittens/tensor"
 )
 
 // Three test ops: a copy, right on the host and on a GPU alike, one with a
 // benchmark case only, and one whose only case always fails.
 func init() {
-	copyCase := func(rows, cols int) registry.Check {
-		return registry.Check{Name: fmt.Sprintf("%dx%d f32", rows, cols),
+	var testOps []*suite.Op
+	defer func() {
+		families = func() []suite.Family {
+			return append(registry.Families(), suite.Family{Name: "kittens-test", Ops: testOps, Torch: "# kittens-test"})
+		}
+	}()
+	copyCase := func(rows, cols int) check.Case {
+		return check.Case{Name: fmt.Sprintf("%dx%d f32", rows, cols),
 			Spec: func(rng *rand.Rand) (check.Spec, error) {
 				x := tensor.Rand(rng, tensor.F32, 1, rows, cols)
 				return check.Spec{
@@ -34,13 +41,13 @@ func init() {
 				}, nil
 			}}
 	}
-	registry.Register(&registry.Op{Name: "kittens-test-copy", Family: "kittens-test", Doc: "y = x (a test op)",
-		Checks:  []registry.Check{copyCase(3, 5), copyCase(64, 33)},
-		Benches: []registry.Bench{{Name: "1024x1024 f32", Bytes: 2 * copyBytes, New: newCopy, Goal: registry.Goal{VsCompile: 1}}}})
-	registry.Register(&registry.Op{Name: "kittens-test-bench-only", Family: "kittens-test", Doc: "no parity case (a test op)",
-		Benches: []registry.Bench{{Name: "8x8 f32", Bytes: 2 * copyBytes, New: newCopy}}})
-	registry.Register(&registry.Op{Name: "kittens-test-bad", Family: "kittens-test", Doc: "always fails (a test op)",
-		Checks: []registry.Check{{Name: "broken", Spec: func(*rand.Rand) (check.Spec, error) {
+	testOps = append(testOps, &suite.Op{Name: "kittens-test-copy", Family: "kittens-test", Doc: "y = x (a test op)",
+		Checks:  []check.Case{copyCase(3, 5), copyCase(64, 33)},
+		Benches: []bench.Case{{Name: "1024x1024 f32", Bytes: 2 * copyBytes, New: newCopy, Goal: bench.Goal{VsCompile: 1}}}})
+	testOps = append(testOps, &suite.Op{Name: "kittens-test-bench-only", Family: "kittens-test", Doc: "no parity case (a test op)",
+		Benches: []bench.Case{{Name: "8x8 f32", Bytes: 2 * copyBytes, New: newCopy}}})
+	testOps = append(testOps, &suite.Op{Name: "kittens-test-bad", Family: "kittens-test", Doc: "always fails (a test op)",
+		Checks: []check.Case{{Name: "broken", Spec: func(*rand.Rand) (check.Spec, error) {
 			return check.Spec{}, errors.New("deliberately broken")
 		}}}})
 }
@@ -49,17 +56,17 @@ func init() {
 const copyBytes = 4 << 20
 
 // newCopy allocates one benchmark set of the test op: a device-to-device copy.
-func newCopy(dev *cuda.Device, _ *rand.Rand) (registry.Instance, error) {
+func newCopy(dev *cuda.Device, _ *rand.Rand) (bench.Instance, error) {
 	src, err := dev.Alloc(copyBytes)
 	if err != nil {
-		return registry.Instance{}, err
+		return bench.Instance{}, err
 	}
 	dst, err := dev.Alloc(copyBytes)
 	if err != nil {
 		dev.Free(src)
-		return registry.Instance{}, err
+		return bench.Instance{}, err
 	}
-	return registry.Instance{
+	return bench.Instance{
 		Run:  func(s *cuda.Stream) error { return s.CopyDtoD(dst, src, copyBytes) },
 		Free: func() { dev.Free(src); dev.Free(dst) },
 	}, nil
@@ -224,7 +231,7 @@ func TestSelect(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.pattern, " ", tc.cases, " ", tc.kind), func(t *testing.T) {
 			m, err := newMatcher(tc.pattern, tc.cases)
-			var ops []*registry.Op
+			var ops []*suite.Op
 			if err == nil {
 				ops, err = m.ops()
 			}

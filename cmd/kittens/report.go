@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/gokittens/kittens/bench"
-	"github.com/gokittens/kittens/registry"
 )
 
 // report merges the JSON outputs of several `kittens bench -json` runs on one
@@ -66,8 +65,8 @@ func (c *cli) report(args []string) int {
 // longer lists has none.
 func setGoals(rep *bench.Report) {
 	for i, e := range rep.Entries {
-		if op, ok := registry.Lookup(e.Op); ok {
-			if j := slices.IndexFunc(op.Benches, func(b registry.Bench) bool { return b.Name == e.Case }); j >= 0 {
+		if op, ok := lookup(e.Op); ok {
+			if j := slices.IndexFunc(op.Benches, func(b bench.Case) bool { return b.Name == e.Case }); j >= 0 {
 				rep.Entries[i].Goal = op.Benches[j].Goal
 			}
 		}

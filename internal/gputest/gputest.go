@@ -11,8 +11,9 @@ import (
 	"testing"
 
 	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/registry"
+	"github.com/gokittens/kittens/suite"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -45,14 +46,14 @@ func Maybe(t testing.TB) *cuda.Device {
 	return d
 }
 
-// RunChecks runs every registered parity case of a family as a subtest
-// named op/case (see Run).
-func RunChecks(t *testing.T, family string) {
-	ops := registry.Family(family)
+// RunChecks runs every parity case of a family as a subtest named op/case
+// (see Run).
+func RunChecks(t *testing.T, f suite.Family) {
+	ops := f.Ops
 	if len(ops) == 0 {
-		t.Fatalf("no ops registered for family %q", family)
+		t.Fatalf("family %q has no ops", f.Name)
 	}
-	var checks []registry.Check
+	var checks []check.Case
 	for _, op := range ops {
 		for _, c := range op.Checks {
 			c.Name = op.Name + "/" + c.Name
@@ -66,19 +67,19 @@ func RunChecks(t *testing.T, family string) {
 // the CPU reference when there is one, otherwise the host path alone (every
 // output must be written). Each case draws fresh inputs; the seed is logged
 // so a failure can be replayed. On the GPU the cases first warm up together
-// (registry.Warm), which compiles their kernels in parallel: those of the
+// (check.WarmAll), which compiles their kernels in parallel: those of the
 // cases -test.run selects.
-func Run(t *testing.T, checks []registry.Check) {
+func Run(t *testing.T, checks []check.Case) {
 	dev := Maybe(t)
 	if dev != nil {
 		run := runPattern()
-		var selected []registry.Check
+		var selected []check.Case
 		for _, c := range checks {
 			if run.selects(t.Name() + "/" + c.Name) {
 				selected = append(selected, c)
 			}
 		}
-		registry.Warm(dev, selected, nil)
+		check.WarmAll(dev, selected, nil)
 	}
 	for _, c := range checks {
 		t.Run(c.Name, func(t *testing.T) {
@@ -153,12 +154,12 @@ func (p pattern) selects(name string) bool {
 	return true
 }
 
-// RunBenches times every registered benchmark case of a family as a
-// sub-benchmark (GPU only) and reports median µs and GB/s. The measurement
-// is bench.Measure's own (events, rotation, median), so b.N is not used.
-func RunBenches(b *testing.B, family string) {
+// RunBenches times every benchmark case of a family as a sub-benchmark
+// (GPU only) and reports median µs and GB/s. The measurement is
+// bench.Measure's own (events, rotation, median), so b.N is not used.
+func RunBenches(b *testing.B, f suite.Family) {
 	dev := Device(b)
-	for _, op := range registry.Family(family) {
+	for _, op := range f.Ops {
 		for _, c := range op.Benches {
 			b.Run(op.Name+"/"+c.Name, func(b *testing.B) { Measure(b, dev, c) })
 		}
@@ -167,7 +168,7 @@ func RunBenches(b *testing.B, family string) {
 
 // Measure times one benchmark case with bench.Measure and reports its
 // median µs and GB/s as the benchmark's metrics (b.N is not used).
-func Measure(b *testing.B, dev *cuda.Device, c registry.Bench) {
+func Measure(b *testing.B, dev *cuda.Device, c bench.Case) {
 	r, err := bench.Measure(dev, c, bench.Options{})
 	if err != nil {
 		b.Fatal(err)

@@ -27,6 +27,12 @@ func NextPow2(a int) int {
 	return 1 << n
 }
 
+// IsPow2 reports whether a is a power of two (1, 2, 4, ...).
+func IsPow2(a int) bool { return a > 0 && a&(a-1) == 0 }
+
+// PrevPow2 is the largest power of two ≤ a, for a ≥ 1.
+func PrevPow2(a int) int { return 1 << (bits.Len(uint(a)) - 1) }
+
 // FitsInt32 reports whether rows·stride + n ≤ 2^31 − 1, without overflowing
 // on the way, for rows ≥ 1 and stride, n ≥ 0: whether a kernel that forms
 // the offsets of rows rows of n elements, stride apart, may form them in

@@ -18,6 +18,16 @@ func TestHelpers(t *testing.T) {
 			t.Errorf("NextPow2(%d) = %d, want %d", a, NextPow2(a), want)
 		}
 	}
+	for a, want := range map[int]int{1: 1, 2: 2, 3: 2, 16: 16, 17: 16, 1000: 512} {
+		if PrevPow2(a) != want {
+			t.Errorf("PrevPow2(%d) = %d, want %d", a, PrevPow2(a), want)
+		}
+	}
+	for a, want := range map[int]bool{-4: false, 0: false, 1: true, 2: true, 3: false, 64: true, 96: false} {
+		if IsPow2(a) != want {
+			t.Errorf("IsPow2(%d) = %v", a, IsPow2(a))
+		}
+	}
 }
 
 // TestNextPow2Overflow: past the largest power of two an int holds,

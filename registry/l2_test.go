@@ -1,4 +1,4 @@
-package ops_test
+package registry_test
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ func BenchmarkL2Leftovers(b *testing.B) {
 		b.Skip("set KITTENS_L2_LEFTOVERS=1")
 	}
 	dev := gputest.Device(b)
-	find := func(op, name string) registry.Bench {
+	find := func(op, name string) bench.Case {
 		if o, ok := registry.Lookup(op); ok {
 			for _, c := range o.Benches {
 				if c.Name == name {
@@ -35,7 +35,7 @@ func BenchmarkL2Leftovers(b *testing.B) {
 			}
 		}
 		b.Fatalf("no bench case %s %q", op, name)
-		return registry.Bench{}
+		return bench.Case{}
 	}
 	s, err := dev.NewStream()
 	if err != nil {

@@ -1,29 +1,29 @@
-package registry_test
+package bench_test
 
 import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
-	"github.com/gokittens/kittens/registry"
 )
 
-// TestBenchWarm: Bench.Warm allocates one set, runs it once on a stream
+// TestCaseWarm: Case.Warm allocates one set, runs it once on a stream
 // set for dependent launches exactly when asked, and frees it.
-func TestBenchWarm(t *testing.T) {
+func TestCaseWarm(t *testing.T) {
 	dev := gputest.Device(t)
 	for _, dependent := range []bool{false, true} {
 		if dependent && !dev.Props().DependentLaunch() {
 			continue
 		}
 		var runs, frees int
-		b := registry.Bench{Name: "probe", Bytes: 1 << 20, New: func(dev *cuda.Device, _ *rand.Rand) (registry.Instance, error) {
+		b := bench.Case{Name: "probe", Bytes: 1 << 20, New: func(dev *cuda.Device, _ *rand.Rand) (bench.Instance, error) {
 			p, err := dev.Alloc(1 << 20)
 			if err != nil {
-				return registry.Instance{}, err
+				return bench.Instance{}, err
 			}
-			return registry.Instance{
+			return bench.Instance{
 				Run: func(s *cuda.Stream) error {
 					runs++
 					if s.DependentLaunch() != dependent {

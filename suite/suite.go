@@ -1,0 +1,30 @@
+// Package suite is what a family's test-support package hands the harness:
+// the family's ops, each with its parity cases and benchmark cases, and the
+// PyTorch snippet its benchmark cases are compared with. The registry
+// gathers every family's Suite into one list for the kittens command, the
+// tests and the generated tables.
+package suite
+
+import (
+	"github.com/gokittens/kittens/bench"
+	"github.com/gokittens/kittens/check"
+)
+
+// Op is one kernel op's cases.
+type Op struct {
+	Name    string // e.g. "rmsnorm"; unique across families
+	Family  string // e.g. "norm"; the package that implements it
+	Doc     string // one line: what it computes
+	Checks  []check.Case
+	Benches []bench.Case
+}
+
+// Family is one kernel family's cases.
+type Family struct {
+	Name string
+	Ops  []*Op // each with Op.Family = Name
+	// Torch is the family's Python snippet of builders, one for each
+	// bench.TorchCase.Op its cases name (see the bench package for the
+	// conventions it follows).
+	Torch string
+}
