@@ -10,6 +10,12 @@
 // launched directly. Without a device, Run checks the host path
 // alone: that it wrote every element of each poisoned output, float or
 // integer, and nothing it may not write.
+//
+// A Case names a Spec with the random draw that builds it. Each family's
+// test-support package lists its cases, plain []Case values, in the
+// suite.Op of each op, and registry.Families gathers every family's; the
+// tests (internal/gputest.RunChecks) and the kittens command run them, after
+// WarmAll has built their kernels in parallel.
 package check
 
 import (

@@ -641,3 +641,62 @@ func TestOpenReleasesContextOnError(t *testing.T) {
 		t.Error("Open kept a device it could not describe")
 	}
 }
+
+// TestEnvNVRTCNamesMissingFile: $KITTENS_NVRTC naming a library that is
+// not there is an error that names the variable and the path, not a quiet
+// fall back to another NVRTC.
+func TestEnvNVRTCNamesMissingFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "libnvrtc.so.12")
+	t.Setenv(EnvNVRTC, missing)
+	path, _, err := openNVRTC()
+	var le *LoadError
+	if err == nil || !errors.As(err, &le) || !strings.Contains(err.Error(), EnvNVRTC) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("opened %q, error %v; want a *LoadError naming %s and %s", path, err, EnvNVRTC, missing)
+	}
+	if len(le.Tried) != 0 {
+		t.Errorf("searched on after the named library failed: %v", le.Tried)
+	}
+}
+
+// TestNilDevice: a nil *Device (what an unchecked Default leaves) and a nil
+// *Stream give errors from every method that can return one, and call no
+// driver; Props panics with ErrNilDevice.
+func TestNilDevice(t *testing.T) {
+	var d *Device
+	one := []byte{1}
+	for what, err := range map[string]error{
+		"NewStream":                 func() error { _, err := d.NewStream(); return err }(),
+		"NewEvent":                  func() error { _, err := d.NewEvent(); return err }(),
+		"Alloc":                     func() error { _, err := d.Alloc(16); return err }(),
+		"Free":                      d.Free(0x1000),
+		"LoadModule":                func() error { _, err := d.LoadModule(one); return err }(),
+		"MemInfo":                   func() error { _, _, err := d.MemInfo(); return err }(),
+		"Synchronize":               d.Synchronize(),
+		"ResetPersistingL2":         d.ResetPersistingL2(),
+		"CopyHtoD":                  d.CopyHtoD(0x1000, one),
+		"CopyDtoH":                  d.CopyDtoH(one, 0x1000),
+		"CopyDtoD":                  d.CopyDtoD(0x1000, 0x2000, 1),
+		"DefaultStream.Synchronize": d.DefaultStream().Synchronize(),
+		"DefaultStream.Memset8":     d.DefaultStream().Memset8(0x1000, 0, 1),
+	} {
+		if !errors.Is(err, ErrNilDevice) {
+			t.Errorf("%s on a nil device: error %v, want ErrNilDevice", what, err)
+		}
+	}
+	var s *Stream
+	if err := s.Synchronize(); err == nil || !strings.Contains(err.Error(), "nil *Stream") {
+		t.Errorf("Synchronize of a nil stream: error %v", err)
+	}
+	if err := s.CopyHtoD(0x1000, one); err == nil {
+		t.Error("CopyHtoD on a nil stream: no error")
+	}
+	if err := s.Destroy(); err != nil || s.Device() != nil {
+		t.Errorf("nil stream: Destroy %v, Device %v; want nothing to do", err, s.Device())
+	}
+	defer func() {
+		if r := recover(); r != ErrNilDevice {
+			t.Errorf("Props of a nil device: panic %v, want ErrNilDevice", r)
+		}
+	}()
+	d.Props()
+}

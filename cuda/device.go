@@ -10,6 +10,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -117,8 +118,15 @@ func Open(ordinal int) (*Device, error) {
 // Default opens device 0.
 func Default() (*Device, error) { return Open(0) }
 
-// Props returns the properties read when the device was opened.
-func (d *Device) Props() Props { return d.props }
+// Props returns the properties read when the device was opened. It panics
+// on a nil device (ErrNilDevice): there are no properties to return, and
+// zero ones would send a caller on with nonsense sizes.
+func (d *Device) Props() Props {
+	if d == nil {
+		panic(ErrNilDevice)
+	}
+	return d.props
+}
 
 // device attributes (CUdevice_attribute).
 const (
@@ -172,18 +180,30 @@ func (d *Device) readProps() error {
 	return nil
 }
 
+// ErrNilDevice is the error of every method called on a nil *Device, and of
+// the functions of other packages given one: a nil device is what an
+// unchecked failure of Default or Open leaves behind.
+var ErrNilDevice = errors.New("cuda: no device (a nil *cuda.Device: check the error of cuda.Default or cuda.Open)")
+
 // bind locks the calling goroutine to its OS thread and makes the device's
-// context current there. Every driver call runs between bind and unbind.
-func (d *Device) bind() {
+// context current there. Every driver call runs between bind and unbind
+// (which must not be called when bind fails, for a nil device).
+func (d *Device) bind() error {
+	if d == nil {
+		return ErrNilDevice
+	}
 	runtime.LockOSThread()
 	cuCtxSetCurrent.call(d.ctx)
+	return nil
 }
 
 func unbind() { runtime.UnlockOSThread() }
 
 // Synchronize waits for all work on the device's context.
 func (d *Device) Synchronize() error {
-	d.bind()
+	if err := d.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuCtxSynchronize", cuCtxSynchronize.call())
 }
@@ -195,17 +215,20 @@ func (d *Device) Synchronize() error {
 // before each case, so that no case inherits the lines of the one before.
 // Kittens' launches larger than L2 leave such lines, as torch.compile's
 // kernels do; a program whose next kernels' data would fit in L2 can call it
-// after them (17-43 µs of host time on an H100 and an H200, timed with a
-// synchronize on each side).
+// after them, at some 40 µs of host time.
 func (d *Device) ResetPersistingL2() error {
-	d.bind()
+	if err := d.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuCtxResetPersistingL2Cache", cuCtxResetPersistingL2.call())
 }
 
 // MemInfo returns the free and total device memory in bytes.
 func (d *Device) MemInfo() (free, total int64, err error) {
-	d.bind()
+	if err := d.bind(); err != nil {
+		return 0, 0, err
+	}
 	defer unbind()
 	f, t := new(uint64), new(uint64)
 	err = newError("cuMemGetInfo", cuMemGetInfo.call(ptr(f), ptr(t)))

@@ -70,14 +70,18 @@ func (s *Stream) Capture(mode CaptureMode, fn func() error) (*Graph, error) {
 	// The thread-local mode watches the thread that began the capture.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	s.dev.bind()
+	if err := s.bind(); err != nil {
+		return nil, err
+	}
 	err := newError("cuStreamBeginCapture", cuStreamBeginCapture.call(s.h, uintptr(mode)))
 	unbind()
 	if err != nil {
 		return nil, err
 	}
 	fnErr := fn()
-	s.dev.bind()
+	if err := s.bind(); err != nil {
+		return nil, err
+	}
 	defer unbind()
 	g := new(uintptr)
 	endErr := newError("cuStreamEndCapture", cuStreamEndCapture.call(s.h, ptr(g)))
@@ -110,7 +114,9 @@ func (s *Stream) Capturing() (bool, error) {
 	if s == nil || s.h == 0 {
 		return false, nil
 	}
-	s.dev.bind()
+	if err := s.bind(); err != nil {
+		return false, err
+	}
 	defer unbind()
 	status := new(int32)
 	if err := newError("cuStreamIsCapturing", cuStreamIsCapturing.call(s.h, ptr(status))); err != nil {
@@ -126,7 +132,9 @@ func (g *Graph) Launch(s *Stream) error {
 	if s != nil {
 		stream = s.h
 	}
-	g.dev.bind()
+	if err := g.dev.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuGraphLaunch", cuGraphLaunch.call(g.exec, stream))
 }
@@ -140,7 +148,9 @@ func (g *Graph) Destroy() error {
 	if g.exec == 0 {
 		return nil
 	}
-	g.dev.bind()
+	if err := g.dev.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	err := newError("cuGraphExecDestroy", cuGraphExecDestroy.call(g.exec))
 	g.exec = 0

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,8 +27,10 @@ func (e *LoadError) Error() string {
 	return msg
 }
 
-// EnvNVRTC names an environment variable that, when set, gives the path of the
-// NVRTC library to open before any other place is searched.
+// EnvNVRTC names an environment variable that, when set, gives the NVRTC
+// library to open (a path, or a name for the dynamic loader to find) in
+// place of searching for one. A library it names that cannot be opened is
+// an error: the search does not go on to another NVRTC.
 const EnvNVRTC = "KITTENS_NVRTC"
 
 var (
@@ -69,26 +72,38 @@ func initDriver() error {
 	return nil
 }
 
-// initNVRTC finds and opens NVRTC. It looks, in order, at the file named by
-// $KITTENS_NVRTC, under $CUDA_HOME and $CUDA_PATH, under /usr/local/cuda, on
-// the dynamic loader's path, and in the nvidia-cuda-nvrtc wheel folders of
-// Python installs.
+// initNVRTC opens NVRTC (see openNVRTC) and resolves its symbols, once.
 func initNVRTC() error {
 	nvrtcOnce.Do(func() {
-		tried := nvrtcCandidates()
-		for _, p := range tried {
-			h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-			if err != nil {
-				continue
-			}
-			nvrtcPath = p
-			nvrtcErr = resolveNVRTC(h, p)
-			return
+		var h uintptr
+		if nvrtcPath, h, nvrtcErr = openNVRTC(); nvrtcErr == nil {
+			nvrtcErr = resolveNVRTC(h, nvrtcPath)
 		}
-		nvrtcErr = &LoadError{Library: "libnvrtc", Tried: tried,
-			Detail: "NVRTC not found; install the CUDA toolkit's NVRTC (or pip nvidia-cuda-nvrtc) or set " + EnvNVRTC}
 	})
 	return nvrtcErr
+}
+
+// openNVRTC opens the NVRTC library that $KITTENS_NVRTC names, or, where it
+// is unset, the first one found under $CUDA_HOME and $CUDA_PATH, under
+// /usr/local/cuda, on the dynamic loader's path, and in the
+// nvidia-cuda-nvrtc wheel folders of Python installs.
+func openNVRTC() (path string, handle uintptr, err error) {
+	if p := os.Getenv(EnvNVRTC); p != "" {
+		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err != nil {
+			return "", 0, &LoadError{Library: "libnvrtc",
+				Detail: fmt.Sprintf("$%s names %s, which cannot be opened: %v", EnvNVRTC, p, err)}
+		}
+		return p, h, nil
+	}
+	tried := nvrtcCandidates()
+	for _, p := range tried {
+		if h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
+			return p, h, nil
+		}
+	}
+	return "", 0, &LoadError{Library: "libnvrtc", Tried: tried,
+		Detail: "NVRTC not found; install the CUDA toolkit's NVRTC (or pip nvidia-cuda-nvrtc) or set " + EnvNVRTC}
 }
 
 // NVRTCPath reports the NVRTC library in use, loading it if needed.
@@ -100,12 +115,9 @@ func NVRTCPath() (string, error) {
 // nvrtcSonames are the names NVRTC is shipped under, newest first.
 var nvrtcSonames = []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}
 
+// nvrtcCandidates lists the places openNVRTC searches, in order.
 func nvrtcCandidates() []string {
-	var out []string
-	if p := os.Getenv(EnvNVRTC); p != "" {
-		out = append(out, p)
-	}
-	var dirs []string
+	var out, dirs []string
 	for _, env := range []string{"CUDA_HOME", "CUDA_PATH"} {
 		if root := os.Getenv(env); root != "" {
 			dirs = append(dirs, filepath.Join(root, "lib64"), filepath.Join(root, "lib"))

@@ -10,7 +10,9 @@ func (d *Device) Alloc(n int) (DevicePtr, error) {
 	if n <= 0 {
 		n = 1
 	}
-	d.bind()
+	if err := d.bind(); err != nil {
+		return 0, err
+	}
 	defer unbind()
 	p := new(uint64)
 	if err := newError("cuMemAlloc", cuMemAlloc.call(ptr(p), uintptr(n))); err != nil {
@@ -21,7 +23,9 @@ func (d *Device) Alloc(n int) (DevicePtr, error) {
 
 // Free releases memory from Alloc.
 func (d *Device) Free(p DevicePtr) error {
-	d.bind()
+	if err := d.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuMemFree", cuMemFree.call(uintptr(p)))
 }
@@ -41,7 +45,9 @@ func (d *Device) CopyHtoD(dst DevicePtr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	d.bind()
+	if err := d.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	err := newError("cuMemcpyHtoD", cuMemcpyHtoD.call(uintptr(dst), hostPtr(src), uintptr(len(src))))
 	runtime.KeepAlive(src)
@@ -53,7 +59,9 @@ func (d *Device) CopyDtoH(dst []byte, src DevicePtr) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	d.bind()
+	if err := d.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	err := newError("cuMemcpyDtoH", cuMemcpyDtoH.call(hostPtr(dst), uintptr(src), uintptr(len(dst))))
 	runtime.KeepAlive(dst)
@@ -65,7 +73,9 @@ func (d *Device) CopyDtoD(dst, src DevicePtr, n int) error {
 	if n == 0 {
 		return nil
 	}
-	d.bind()
+	if err := d.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	if err := newError("cuMemcpyDtoD", cuMemcpyDtoD.call(uintptr(dst), uintptr(src), uintptr(n))); err != nil {
 		return err
@@ -80,7 +90,9 @@ func (s *Stream) CopyHtoD(dst DevicePtr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	s.dev.bind()
+	if err := s.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	err := newError("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync.call(uintptr(dst), hostPtr(src), uintptr(len(src)), s.h))
 	runtime.KeepAlive(src)
@@ -92,7 +104,9 @@ func (s *Stream) CopyDtoH(dst []byte, src DevicePtr) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	s.dev.bind()
+	if err := s.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	err := newError("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync.call(hostPtr(dst), uintptr(src), uintptr(len(dst)), s.h))
 	runtime.KeepAlive(dst)
@@ -104,7 +118,9 @@ func (s *Stream) CopyDtoD(dst, src DevicePtr, n int) error {
 	if n == 0 {
 		return nil
 	}
-	s.dev.bind()
+	if err := s.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuMemcpyDtoDAsync", cuMemcpyDtoDAsync.call(uintptr(dst), uintptr(src), uintptr(n), s.h))
 }
@@ -114,7 +130,9 @@ func (s *Stream) Memset8(dst DevicePtr, v byte, n int) error {
 	if n == 0 {
 		return nil
 	}
-	s.dev.bind()
+	if err := s.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuMemsetD8Async", cuMemsetD8Async.call(uintptr(dst), uintptr(v), uintptr(n), s.h))
 }
@@ -124,7 +142,9 @@ func (s *Stream) Memset32(dst DevicePtr, v uint32, n int) error {
 	if n == 0 {
 		return nil
 	}
-	s.dev.bind()
+	if err := s.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuMemsetD32Async", cuMemsetD32Async.call(uintptr(dst), uintptr(v), uintptr(n), s.h))
 }

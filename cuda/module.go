@@ -16,7 +16,9 @@ type Module struct {
 
 // LoadModule loads a CUBIN image into the device's context.
 func (d *Device) LoadModule(image []byte) (*Module, error) {
-	d.bind()
+	if err := d.bind(); err != nil {
+		return nil, err
+	}
 	defer unbind()
 	h := new(uintptr)
 	err := newError("cuModuleLoadData", cuModuleLoadData.call(ptr(h), hostPtr(image)))
@@ -29,7 +31,9 @@ func (d *Device) LoadModule(image []byte) (*Module, error) {
 
 // Unload releases the module.
 func (m *Module) Unload() error {
-	m.dev.bind()
+	if err := m.dev.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuModuleUnload", cuModuleUnload.call(m.h))
 }
@@ -52,7 +56,9 @@ type Function struct {
 
 // Function looks up a kernel by its (extern "C") name.
 func (m *Module) Function(name string) (*Function, error) {
-	m.dev.bind()
+	if err := m.dev.bind(); err != nil {
+		return nil, err
+	}
 	defer unbind()
 	cname := append([]byte(name), 0)
 	h := new(uintptr)
@@ -93,7 +99,9 @@ const (
 
 // Attribute reads a function attribute.
 func (f *Function) Attribute(a FuncAttr) (int, error) {
-	f.dev.bind()
+	if err := f.dev.bind(); err != nil {
+		return 0, err
+	}
 	defer unbind()
 	v := new(int32)
 	err := newError("cuFuncGetAttribute", cuFuncGetAttribute.call(ptr(v), uintptr(a), f.h))
@@ -102,7 +110,9 @@ func (f *Function) Attribute(a FuncAttr) (int, error) {
 
 // SetAttribute sets a function attribute.
 func (f *Function) SetAttribute(a FuncAttr, v int) error {
-	f.dev.bind()
+	if err := f.dev.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuFuncSetAttribute", cuFuncSetAttribute.call(f.h, uintptr(a), uintptr(v)))
 }
@@ -147,7 +157,9 @@ func (f *Function) ReserveShared(dynamic int) error {
 // MaxActiveBlocksPerSM returns how many blocks of the given size and dynamic
 // shared memory fit on one multiprocessor at once.
 func (f *Function) MaxActiveBlocksPerSM(blockSize, dynShared int) (int, error) {
-	f.dev.bind()
+	if err := f.dev.bind(); err != nil {
+		return 0, err
+	}
 	defer unbind()
 	v := new(int32)
 	err := newError("cuOccupancyMaxActiveBlocksPerMultiprocessor",
@@ -275,7 +287,9 @@ func (f *Function) Launch(cfg LaunchConfig, a *Args) error {
 	if cfg.Stream != nil {
 		stream, dependent = cfg.Stream.h, cfg.Stream.dependent && f.dependentOK
 	}
-	f.dev.bind()
+	if err := f.dev.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	defer argsPool.Put(a)
 	params := ptr(&a.ptrs[0])
@@ -324,7 +338,9 @@ func (ex *exState) set(cfg LaunchConfig, stream uintptr, dependent bool) {
 // (dynamic shared memory over 48 KiB, clusters over 8 blocks) must be set
 // first.
 func (f *Function) MaxActiveClusters(cfg LaunchConfig) (int, error) {
-	f.dev.bind()
+	if err := f.dev.bind(); err != nil {
+		return 0, err
+	}
 	defer unbind()
 	ex := exPool.Get().(*exState)
 	defer exPool.Put(ex)

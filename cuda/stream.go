@@ -14,13 +14,24 @@ type Stream struct {
 
 // NewStream creates a stream that synchronizes with the legacy default stream.
 func (d *Device) NewStream() (*Stream, error) {
-	d.bind()
+	if err := d.bind(); err != nil {
+		return nil, err
+	}
 	defer unbind()
 	h := new(uintptr)
 	if err := newError("cuStreamCreate", cuStreamCreate.call(ptr(h), 0)); err != nil {
 		return nil, err
 	}
 	return &Stream{dev: d, h: *h}, nil
+}
+
+// bind is Device.bind for the stream's device. A nil stream fails: where a
+// method needs a device to talk to, nil names none.
+func (s *Stream) bind() error {
+	if s == nil {
+		return errors.New("cuda: nil *Stream: use a stream of Device.NewStream or Device.DefaultStream")
+	}
+	return s.dev.bind()
 }
 
 // DefaultStream returns the device's legacy default stream.
@@ -69,22 +80,32 @@ func (s *Stream) SetDependentLaunch(on bool) error {
 // the kernel before them ends (SetDependentLaunch).
 func (s *Stream) DependentLaunch() bool { return s != nil && s.dependent }
 
-// Device returns the stream's device.
-func (s *Stream) Device() *Device { return s.dev }
+// Device returns the stream's device (nil for a nil stream).
+func (s *Stream) Device() *Device {
+	if s == nil {
+		return nil
+	}
+	return s.dev
+}
 
 // Synchronize waits for everything queued on the stream.
 func (s *Stream) Synchronize() error {
-	s.dev.bind()
+	if err := s.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuStreamSynchronize", cuStreamSynchronize.call(s.h))
 }
 
-// Destroy releases the stream; the default stream is left alone.
+// Destroy releases the stream; the default stream (and a nil one) is left
+// alone.
 func (s *Stream) Destroy() error {
-	if s.h == 0 {
+	if s == nil || s.h == 0 {
 		return nil
 	}
-	s.dev.bind()
+	if err := s.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	err := newError("cuStreamDestroy", cuStreamDestroy.call(s.h))
 	s.h = 0
@@ -99,7 +120,9 @@ type Event struct {
 
 // NewEvent creates an event that records time.
 func (d *Device) NewEvent() (*Event, error) {
-	d.bind()
+	if err := d.bind(); err != nil {
+		return nil, err
+	}
 	defer unbind()
 	h := new(uintptr)
 	if err := newError("cuEventCreate", cuEventCreate.call(ptr(h), 0)); err != nil {
@@ -108,23 +131,34 @@ func (d *Device) NewEvent() (*Event, error) {
 	return &Event{dev: d, h: *h}, nil
 }
 
-// Record queues the event on the stream. It does not allocate.
+// Record queues the event on the stream (nil: the legacy default stream).
+// It does not allocate.
 func (e *Event) Record(s *Stream) error {
-	e.dev.bind()
+	var stream uintptr
+	if s != nil {
+		stream = s.h
+	}
+	if err := e.dev.bind(); err != nil {
+		return err
+	}
 	defer unbind()
-	return newError("cuEventRecord", cuEventRecord.call(e.h, s.h))
+	return newError("cuEventRecord", cuEventRecord.call(e.h, stream))
 }
 
 // Synchronize waits until the event has been reached.
 func (e *Event) Synchronize() error {
-	e.dev.bind()
+	if err := e.dev.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuEventSynchronize", cuEventSynchronize.call(e.h))
 }
 
 // Elapsed returns the milliseconds between two recorded events.
 func Elapsed(start, end *Event) (float32, error) {
-	start.dev.bind()
+	if err := start.dev.bind(); err != nil {
+		return 0, err
+	}
 	defer unbind()
 	ms := new(float32)
 	err := newError("cuEventElapsedTime", cuEventElapsedTime.call(ptr(ms), start.h, end.h))
@@ -133,7 +167,9 @@ func Elapsed(start, end *Event) (float32, error) {
 
 // Destroy releases the event.
 func (e *Event) Destroy() error {
-	e.dev.bind()
+	if err := e.dev.bind(); err != nil {
+		return err
+	}
 	defer unbind()
 	return newError("cuEventDestroy", cuEventDestroy.call(e.h))
 }

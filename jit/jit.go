@@ -158,10 +158,17 @@ func (b *buildMemo) get(key memoKey, build func() (*cuda.Function, error)) (*cud
 	return e.fn, e.err
 }
 
+// errNoDevice is what Get and Prepare return for a nil device.
+var errNoDevice = fmt.Errorf("jit: %w", cuda.ErrNilDevice)
+
 // Get returns kernel k built for dev, compiling it if neither the process
 // nor the disk cache has it. Concurrent calls for one kernel and device
-// share one build; after a failed build the next call tries again.
+// share one build; after a failed build the next call tries again. A nil
+// dev is an error (cuda.ErrNilDevice).
 func Get(dev *cuda.Device, k Kernel) (*cuda.Function, error) {
+	if dev == nil {
+		return nil, errNoDevice
+	}
 	mk := memoKey{dev, k.File + "\x00" + k.Entry + "\x00" + k.Source + "\x00" + strings.Join(k.defines(), "\x00")}
 	return memo.get(mk, func() (*cuda.Function, error) { return build(dev, k) })
 }
@@ -186,8 +193,7 @@ func build(dev *cuda.Device, k Kernel) (*cuda.Function, error) {
 	return fn, nil
 }
 
-// Compiled is set by cubinFor whenever NVRTC ran (not a cache hit); tests and
-// the progress display read it.
+// compiled counts the kernels cubinFor compiled with NVRTC (not cache hits).
 var compiled struct {
 	sync.Mutex
 	n int

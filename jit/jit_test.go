@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/include"
@@ -421,5 +424,80 @@ func TestResourcesMalformed(t *testing.T) {
 				t.Errorf("%s: error %v", name, err)
 			}
 		}()
+	}
+}
+
+// TestPrepareReportsProgress: Prepare reports each finished kernel to the
+// function SetProgress set, with done counting up to the batch's size, one
+// call at a time even while two batches build at once; with nil set it
+// reports nothing. The kernels fail before any compile (a bad define), so
+// no GPU or NVRTC is needed; the device is a stand-in never handed to the
+// driver.
+func TestPrepareReportsProgress(t *testing.T) {
+	t.Setenv(EnvCacheDir, t.TempDir())
+	batch := func(n int) []Kernel {
+		ks := make([]Kernel, n)
+		for i := range ks {
+			ks[i] = Kernel{File: "progress.cu", Entry: "k", Defines: []string{fmt.Sprintf("bad%d=%d", n, i)}}
+		}
+		return ks
+	}
+	var (
+		inside atomic.Int32
+		seen   = map[int][]int{} // total: the done values reported, in order
+	)
+	SetProgress(func(done, total int) {
+		if inside.Add(1) != 1 {
+			t.Error("progress reported from two goroutines at once")
+		}
+		time.Sleep(100 * time.Microsecond) // widen the window for an overlap
+		seen[total] = append(seen[total], done)
+		inside.Add(-1)
+	})
+	defer SetProgress(nil)
+	dev := &cuda.Device{}
+	var wg sync.WaitGroup
+	for _, n := range []int{7, 13} {
+		wg.Go(func() {
+			if err := Prepare(dev, batch(n)); err == nil {
+				t.Errorf("batch of %d: no error from kernels that cannot build", n)
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range []int{7, 13} {
+		want := make([]int, n)
+		for i := range want {
+			want[i] = i + 1
+		}
+		if !slices.Equal(seen[n], want) {
+			t.Errorf("batch of %d reported done %v, want %v", n, seen[n], want)
+		}
+	}
+	SetProgress(nil)
+	clear(seen)
+	Prepare(dev, batch(3))
+	if len(seen) != 0 {
+		t.Errorf("reported %v with no progress function set", seen)
+	}
+}
+
+// TestNilDevice: a nil device (an unchecked cuda.Default) is an error
+// from Get, Funcs.Get and Prepare, before anything is built.
+func TestNilDevice(t *testing.T) {
+	k := Kernel{File: "x.cu", Source: "body", Entry: "k"}
+	_, err := Get(nil, k)
+	if !errors.Is(err, cuda.ErrNilDevice) {
+		t.Errorf("Get: error %v, want cuda.ErrNilDevice", err)
+	}
+	f := Funcs[int]{Kernel: func(int) Kernel { return k }}
+	if _, err := f.Get(nil, nil, 0); !errors.Is(err, cuda.ErrNilDevice) {
+		t.Errorf("Funcs.Get: error %v, want cuda.ErrNilDevice", err)
+	}
+	calls := 0
+	SetProgress(func(int, int) { calls++ })
+	defer SetProgress(nil)
+	if err := Prepare(nil, []Kernel{k}); !errors.Is(err, cuda.ErrNilDevice) || calls != 0 {
+		t.Errorf("Prepare: error %v after %d reports, want cuda.ErrNilDevice and none", err, calls)
 	}
 }

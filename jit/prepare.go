@@ -1,60 +1,69 @@
 package jit
 
 import (
-	"os"
 	"runtime"
 	"sync"
-	"time"
-
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
+	"sync/atomic"
 
 	"github.com/gokittens/kittens/cuda"
 )
 
-// progressDelay is how long compiling may run before a progress bar appears.
-const progressDelay = 400 * time.Millisecond
+var (
+	// progressFn is what SetProgress set (nil: nothing).
+	progressFn atomic.Pointer[func(done, total int)]
+	// progressMu serializes the counting and reporting of every Prepare
+	// batch, so that reports never overlap and each batch's done counts up.
+	progressMu sync.Mutex
+)
 
-// Prepare builds many kernels for dev in parallel (one NVRTC compile per core)
-// and returns the first error. On a terminal, a progress bar shows once the
-// work takes longer than a moment.
+// SetProgress sets the function that Prepare reports to: after each kernel
+// of a batch finishes building (from either cache or NVRTC, or failing),
+// fn(done, total) is called with the kernels of that batch finished so far
+// and the batch's size. The setting is process-wide, and nil (the default)
+// reports nothing. Calls are serialized across the whole process, never
+// concurrent, even where several batches build at once, and within a
+// batch done counts up from 1 to total. Other builds go on while fn runs,
+// but each waits for it before reporting its own end, so fn should return
+// quickly (and must not call Prepare). A command sets it once, to draw a progress bar, say; library
+// code leaves it alone.
+func SetProgress(fn func(done, total int)) {
+	if fn == nil {
+		progressFn.Store(nil)
+		return
+	}
+	progressFn.Store(&fn)
+}
+
+// Prepare builds many kernels for dev in parallel (one NVRTC compile per
+// core), reporting each one done to the function SetProgress set, and
+// returns the first error. A nil dev is an error (cuda.ErrNilDevice), with
+// nothing built or reported.
 func Prepare(dev *cuda.Device, ks []Kernel) error {
+	if dev == nil {
+		return errNoDevice
+	}
 	var (
 		wg    sync.WaitGroup
-		mu    sync.Mutex
 		first error
 		done  int
-		bar   *progressbar.ProgressBar
 	)
-	start := time.Now()
-	showBar := term.IsTerminal(int(os.Stderr.Fd()))
 	sem := make(chan struct{}, runtime.NumCPU())
 	for _, k := range ks {
-		wg.Add(1)
 		sem <- struct{}{}
-		go func(k Kernel) {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-sem }()
 			_, err := Get(dev, k)
-			mu.Lock()
-			defer mu.Unlock()
+			progressMu.Lock()
+			defer progressMu.Unlock()
 			if err != nil && first == nil {
 				first = err
 			}
 			done++
-			if showBar && bar == nil && time.Since(start) > progressDelay {
-				bar = progressbar.NewOptions(len(ks), progressbar.OptionSetWriter(os.Stderr),
-					progressbar.OptionSetDescription("compiling kernels"), progressbar.OptionShowCount(),
-					progressbar.OptionClearOnFinish())
-				_ = bar.Set(done)
-			} else if bar != nil {
-				_ = bar.Add(1)
+			if fn := progressFn.Load(); fn != nil {
+				(*fn)(done, len(ks))
 			}
-		}(k)
+		})
 	}
 	wg.Wait()
-	if bar != nil {
-		_ = bar.Finish()
-	}
 	return first
 }

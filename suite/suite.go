@@ -1,8 +1,8 @@
 // Package suite is what a family's test-support package hands the harness:
-// the family's ops, each with its parity cases and benchmark cases, and the
-// PyTorch snippet its benchmark cases are compared with. The registry
-// gathers every family's Suite into one list for the kittens command, the
-// tests and the generated tables.
+// the family's ops, each with its parity cases and benchmark cases as plain
+// lists, and the PyTorch snippet its benchmark cases are compared with.
+// registry.Families gathers every family's Family into one explicit list
+// for the kittens command, the tests and the generated tables.
 package suite
 
 import (

@@ -146,9 +146,13 @@ func npyHeader(descr string, shape []int) []byte {
 //	f, _ := u.View(tensor.F8E4M3, u.Shape(), u.Strides())
 //
 // Other types (float64, big-endian, structured), Fortran order and
-// malformed or truncated files are errors that say what was wrong. ReadNPY
-// reads no further than the end of the array's data.
+// malformed or truncated files are errors that say what was wrong, as is
+// an array larger than the machine's memory. ReadNPY reads no further than
+// the end of the array's data.
 func ReadNPY(r io.Reader) (*Tensor, error) {
+	if r == nil {
+		return nil, errors.New("tensor: ReadNPY from a nil io.Reader")
+	}
 	return readNPY(r, -1)
 }
 
@@ -205,6 +209,9 @@ func readNPY(r io.Reader, avail int64) (*Tensor, error) {
 		return fail("fortran_order True is not supported; save a C-order array (numpy.ascontiguousarray)")
 	}
 	n, err := checkLayout(dt, shape, ContiguousStrides(shape))
+	if err == nil {
+		err = checkHost(dt, shape, n)
+	}
 	if err != nil {
 		return fail("shape %v: %v", shape, err)
 	}

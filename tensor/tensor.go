@@ -70,6 +70,11 @@ func spanElems(shape, strides []int) int {
 // and no device holds that much.
 const maxLayoutBytes = min(math.MaxInt, 1<<48-1)
 
+// tooLarge is checkLayout's error for a layout of maxLayoutBytes or more.
+func tooLarge(shape, strides []int) error {
+	return fmt.Errorf("tensor: shape %v with strides %v is too large: a tensor spans at most %s", shape, strides, byteSize(maxLayoutBytes))
+}
+
 // checkLayout validates a layout of dtype dt (see Tensor) and returns the
 // bytes it spans.
 func checkLayout(dt DType, shape, strides []int) (int, error) {
@@ -105,18 +110,21 @@ func checkLayout(dt DType, shape, strides []int) (int, error) {
 				strides[i], i, span, shape, strides)
 		}
 		if strides[i] > (math.MaxInt-span)/(d-1) {
-			return 0, fmt.Errorf("tensor: shape %v with strides %v is too large", shape, strides)
+			return 0, tooLarge(shape, strides)
 		}
 		span += (d - 1) * strides[i]
 	}
 	if span > maxLayoutBytes/dt.Size() {
-		return 0, fmt.Errorf("tensor: shape %v with strides %v is too large", shape, strides)
+		return 0, tooLarge(shape, strides)
 	}
 	return span * dt.Size(), nil
 }
 
-// New returns a zeroed contiguous host tensor. It panics on an invalid
-// dtype, a negative dimension or a shape of 2⁴⁸ bytes or more.
+// New returns a zeroed contiguous host tensor, for shapes the caller
+// knows to be valid. It panics where NewStrided returns an error: on an
+// invalid dtype, a negative dimension, a shape of 2⁴⁸ bytes or more, or one
+// larger than the machine's memory. Empty(nil, ...) makes the same tensor,
+// with an error instead.
 func New(dt DType, shape ...int) *Tensor {
 	t, err := NewStrided(dt, shape, ContiguousStrides(shape))
 	if err != nil {
@@ -127,10 +135,14 @@ func New(dt DType, shape ...int) *Tensor {
 
 // NewStrided returns a zeroed host tensor with the given strides (elements).
 // The storage covers the span from element 0 to the last element, gaps
-// between rows included.
+// between rows included. Storage larger than the machine's physical memory
+// is an error, not an allocation that would end the process.
 func NewStrided(dt DType, shape, strides []int) (*Tensor, error) {
 	n, err := checkLayout(dt, shape, strides)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkHost(dt, shape, n); err != nil {
 		return nil, err
 	}
 	return &Tensor{dtype: dt, shape: slices.Clone(shape), strides: slices.Clone(strides), host: make([]byte, n)}, nil
@@ -184,20 +196,31 @@ func (t *Tensor) Strides() []int { return t.strides }
 // Rank returns the number of dimensions.
 func (t *Tensor) Rank() int { return len(t.shape) }
 
-// Dim returns dimension i; negative i counts from the end.
-func (t *Tensor) Dim(i int) int {
-	if i < 0 {
-		i += len(t.shape)
-	}
-	return t.shape[i]
-}
+// Dim returns the size of dimension i; a negative i counts from the end
+// (Dim(-1) is the last dimension). It returns no error, so that it reads
+// inline in shape checks and arithmetic; as with a slice index, an i
+// outside [-Rank, Rank) is the caller's bug, and panics with a message
+// that names i and the rank. Code that takes a dimension index from its
+// input checks it against Rank first.
+func (t *Tensor) Dim(i int) int { return t.shape[t.axis("Dim", i)] }
 
-// Stride returns the stride of dimension i; negative i counts from the end.
-func (t *Tensor) Stride(i int) int {
-	if i < 0 {
-		i += len(t.strides)
+// Stride returns the stride of dimension i, in elements; i is read as
+// Dim reads it, and panics where Dim does.
+func (t *Tensor) Stride(i int) int { return t.strides[t.axis("Stride", i)] }
+
+// axis returns dimension index i of t (negative: from the end) as an index
+// into the shape, and panics for one out of range; what names the method.
+func (t *Tensor) axis(what string, i int) int {
+	r := len(t.shape)
+	switch {
+	case r == 0:
+		panic(fmt.Sprintf("tensor: %s(%d) of a rank-0 tensor, which has no dimensions", what, i))
+	case i < -r || i >= r:
+		panic(fmt.Sprintf("tensor: %s(%d) of a rank-%d tensor: the index must lie in [-%d, %d)", what, i, r, r, r))
+	case i < 0:
+		return i + r
 	}
-	return t.strides[i]
+	return i
 }
 
 // Numel returns the number of elements.
@@ -292,9 +315,15 @@ func (t *Tensor) Slice(dim, start, end int) (*Tensor, error) {
 	return &v, nil
 }
 
-// ToDevice copies a host tensor to dev, keeping its strides.
+// ToDevice copies a host tensor to dev, keeping its strides. A nil dev
+// is an error (cuda.ErrNilDevice): Empty's nil for the host does not apply.
 func (t *Tensor) ToDevice(dev *cuda.Device) (*Tensor, error) {
-	if t.dev != nil {
+	switch {
+	case t == nil:
+		return nil, errors.New("tensor: ToDevice of a nil tensor")
+	case dev == nil:
+		return nil, fmt.Errorf("tensor: ToDevice: %w", cuda.ErrNilDevice)
+	case t.dev != nil:
 		return nil, errors.New("tensor: ToDevice of a device tensor")
 	}
 	d, err := EmptyStrided(dev, t.dtype, t.shape, t.strides)
@@ -311,10 +340,16 @@ func (t *Tensor) ToDevice(dev *cuda.Device) (*Tensor, error) {
 // ToHost copies a device tensor to the host, keeping its strides (the gap
 // between rows comes along too).
 func (t *Tensor) ToHost() (*Tensor, error) {
-	if t.dev == nil {
+	switch {
+	case t == nil:
+		return nil, errors.New("tensor: ToHost of a nil tensor")
+	case t.dev == nil:
 		return nil, errors.New("tensor: ToHost of a host tensor")
 	}
-	h, _ := NewStrided(t.dtype, t.shape, t.strides)
+	h, err := NewStrided(t.dtype, t.shape, t.strides)
+	if err != nil {
+		return nil, err
+	}
 	if err := t.dev.CopyDtoH(h.host, t.ptr); err != nil {
 		return nil, err
 	}
@@ -339,6 +374,12 @@ func (t *Tensor) CopyFrom(src *Tensor) error { return t.CopyFromOn(nil, src) }
 // overlapping copy, which waits for s before it frees the copy it took
 // aside.
 func (t *Tensor) CopyFromOn(s *cuda.Stream, src *Tensor) error {
+	switch {
+	case t == nil:
+		return errors.New("tensor: CopyFrom into a nil tensor")
+	case src == nil:
+		return errors.New("tensor: CopyFrom of a nil tensor")
+	}
 	if t.dtype != src.dtype || !slices.Equal(t.shape, src.shape) || !slices.Equal(t.strides, src.strides) {
 		return fmt.Errorf("tensor: CopyFrom %v%v (strides %v) into %v%v (strides %v)",
 			src.dtype, src.shape, src.strides, t.dtype, t.shape, t.strides)
@@ -621,7 +662,8 @@ func (t *Tensor) FillUniform(rng *rand.Rand, lo, hi float64) {
 	t.offsets(func(_, off int) { t.set(off, lo+(hi-lo)*rng.Float64()) })
 }
 
-// Rand returns a host tensor of N(0, std²) samples.
+// Rand returns a host tensor of N(0, std²) samples. It panics where New
+// does.
 func Rand(rng *rand.Rand, dt DType, std float64, shape ...int) *Tensor {
 	t := New(dt, shape...)
 	t.FillNormal(rng, 0, std)
@@ -648,6 +690,9 @@ const benchFillElems = 1 << 16
 // (use FillNormal and ToDevice for that); benchmarks need real, non-zero
 // data at full size, not statistics.
 func RandDevice(dev *cuda.Device, rng *rand.Rand, dt DType, mean, std float64, shape ...int) (*Tensor, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("tensor: RandDevice: %w", cuda.ErrNilDevice)
+	}
 	t, err := Empty(dev, dt, shape...)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -511,4 +512,91 @@ func TestFillStatistics(t *testing.T) {
 	if _, seed := NewRNG(); seed == 0 {
 		t.Log("NewRNG drew seed 0") // possible, merely unlikely
 	}
+}
+
+// TestHostTooLarge: a host tensor larger than the machine's memory is an
+// error that names its size and the machine's, from every host allocation
+// path, where the allocation itself would end the process.
+func TestHostTooLarge(t *testing.T) {
+	const want = 1 << 45 // f32 [1<<23, 1<<20]: 32 TiB
+	m := hostMemory()
+	if m == 0 || m >= want {
+		t.Skipf("the machine's memory reads %d bytes: not below %d", m, uint64(want))
+	}
+	limit := "more than the " + byteSize(m) + " this machine has"
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "35184372088832 bytes (32 TiB)") || !strings.Contains(err.Error(), limit) {
+			t.Errorf("%s: error %v, want one naming 35184372088832 bytes (32 TiB) and %q", what, err, limit)
+		}
+	}
+	_, err := Empty(nil, F32, 1<<23, 1<<20)
+	check("Empty", err)
+	_, err = EmptyStrided(nil, F32, []int{1 << 23, 1 << 20}, []int{1 << 20, 1})
+	check("EmptyStrided", err)
+	_, err = NewStrided(F32, []int{1 << 23, 1 << 20}, []int{1 << 20, 1})
+	check("NewStrided", err)
+	func() {
+		defer func() { check("New's panic", fmt.Errorf("%v", recover())) }()
+		New(F32, 1<<23, 1<<20)
+	}()
+	_, err = ReadNPY(strings.NewReader(string(npyFile(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (8388608, 1048576), }\n", nil))))
+	check("ReadNPY", err)
+	// The largest tensor the machine could hold is still allowed past
+	// the check (and not allocated here).
+	if err := checkHost(U8, []int{int(m)}, int(m)); err != nil {
+		t.Errorf("%d bytes on a machine of %d: %v", m, m, err)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for n, want := range map[uint64]string{
+		0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536: "1.5 KiB", 62_800 << 20: "61.3 GiB",
+		1 << 45: "32 TiB", 1<<48 - 1: "256 TiB", math.MaxUint64: "16 EiB",
+	} {
+		if got := byteSize(n); got != want {
+			t.Errorf("byteSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestNilArguments: nil tensors, readers and devices are errors, not
+// panics.
+func TestNilArguments(t *testing.T) {
+	x := New(F32, 2)
+	var nilT *Tensor
+	for what, err := range map[string]error{
+		"CopyFrom(nil)":               x.CopyFrom(nil),
+		"nil.CopyFrom":                nilT.CopyFrom(x),
+		"CopyFromOn(nil stream, nil)": x.CopyFromOn(nil, nil),
+		"nil.ToDevice":                func() error { _, err := nilT.ToDevice(&cuda.Device{}); return err }(),
+		"nil.ToHost":                  func() error { _, err := nilT.ToHost(); return err }(),
+		"ReadNPY(nil)":                func() error { _, err := ReadNPY(nil); return err }(),
+	} {
+		if err == nil || !strings.HasPrefix(err.Error(), "tensor: ") || !strings.Contains(err.Error(), "nil") {
+			t.Errorf("%s: error %v, want one that names the nil", what, err)
+		}
+	}
+	if _, err := x.ToDevice(nil); !errors.Is(err, cuda.ErrNilDevice) {
+		t.Errorf("ToDevice(nil): error %v, want cuda.ErrNilDevice", err)
+	}
+	if _, err := RandDevice(nil, SeededRNG(1), F32, 0, 1, 4); !errors.Is(err, cuda.ErrNilDevice) {
+		t.Errorf("RandDevice(nil): error %v, want cuda.ErrNilDevice", err)
+	}
+}
+
+// TestDimIndex: Dim and Stride count negative indices from the end, and an
+// index out of range panics with a message naming it and the rank.
+func TestDimIndex(t *testing.T) {
+	x, _ := NewStrided(F32, []int{2, 3, 4}, []int{20, 5, 1})
+	for i, want := range map[int][2]int{0: {2, 20}, 2: {4, 1}, -1: {4, 1}, -2: {3, 5}, -3: {2, 20}} {
+		if x.Dim(i) != want[0] || x.Stride(i) != want[1] {
+			t.Errorf("Dim(%d), Stride(%d) = %d, %d; want %d, %d", i, i, x.Dim(i), x.Stride(i), want[0], want[1])
+		}
+	}
+	m := New(F32, 2, 3)
+	mustPanic(t, "Dim(5) of a rank-2 tensor: the index must lie in [-2, 2)", func() { m.Dim(5) })
+	mustPanic(t, "Dim(2) of a rank-2 tensor", func() { m.Dim(2) })
+	mustPanic(t, "Stride(-3) of a rank-2 tensor: the index must lie in [-2, 2)", func() { m.Stride(-3) })
+	mustPanic(t, "Dim(-1) of a rank-0 tensor, which has no dimensions", func() { New(F32).Dim(-1) })
 }

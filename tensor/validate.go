@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/gokittens/kittens/cuda"
 )
@@ -105,7 +107,8 @@ func (a *Arg) DTypeOf(other *Tensor) *Arg {
 	return a
 }
 
-// Shape requires exactly this shape; a negative entry matches any size.
+// Shape requires exactly this shape; a negative entry matches any size,
+// and the error writes it as "any": "has shape [4 6], want [any 5]".
 func (a *Arg) Shape(s ...int) *Arg {
 	if !a.ok() {
 		return a
@@ -115,9 +118,28 @@ func (a *Arg) Shape(s ...int) *Arg {
 		match = s[i] < 0 || s[i] == a.t.shape[i]
 	}
 	if !match {
-		a.v.Failf(a.name, "has shape %v, want %v", a.t.shape, s)
+		a.v.Failf(a.name, "has shape %v, want %s", a.t.shape, wantShape(s))
 	}
 	return a
+}
+
+// wantShape formats a shape that Shape requires as %v formats a shape,
+// with "any" for each entry that matches any size.
+func wantShape(s []int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, d := range s {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if d < 0 {
+			b.WriteString("any")
+		} else {
+			b.WriteString(strconv.Itoa(d))
+		}
+	}
+	b.WriteByte(']')
+	return b.String()
 }
 
 // ShapeOf requires other's shape.

@@ -1,6 +1,9 @@
 // Package gputest gives tests a device when there is one. Without a GPU,
 // tests that need one skip, unless KITTENS_REQUIRE_GPU=1 is set (as on the
 // GPU machine), which turns every such skip into a failure.
+//
+// RunChecks and RunBenches run the cases of one family, the suite.Family
+// its test-support package returns, as subtests and sub-benchmarks.
 package gputest
 
 import (
