@@ -16,13 +16,12 @@ type Env struct {
 	NVRTC   string    `json:"nvrtc"`  // NVRTC's version, e.g. "13.0"; empty without one
 	Date    time.Time `json:"date"`
 	CopyGBs float64   `json:"copy_gbs,omitempty"` // CopyBandwidth, when measured
-	// L2Reset: every case began with L2's persisting lines reset
-	// (bench.Measure does from be226fe on); older runs' JSON lacks it.
+	// L2Reset: every case began with L2's persisting lines reset, as
+	// Measure does; older runs' JSON lacks it.
 	L2Reset bool `json:"l2_reset,omitempty"`
 	// DefaultStream: ours were timed on the legacy default stream, as
-	// PyTorch's are (bench.Measure does from the twenty-fifth session on);
-	// older runs' JSON lacks it: they timed ours on a stream of their own,
-	// on which small kernels ran about 0.2 µs slower in more processes.
+	// PyTorch's are and Measure does; older runs' JSON lacks it: they timed
+	// ours on a stream of their own.
 	DefaultStream bool `json:"default_stream,omitempty"`
 	// Graph: every case, ours and PyTorch's, was timed inside CUDA graphs
 	// of at least this many launches (Options.Graph); 0: one launch at a time.
@@ -44,12 +43,24 @@ type LaunchFloor struct {
 }
 
 // FloorSpan is one process's launch floor before its first case and after
-// its last, in µs (0: not measured). In the twenty-eighth session's full
-// runs the two differed by up to 0.13 µs (H200, PyTorch's process; see
-// Floor).
+// its last, in µs (0: not measured); the two can differ (see Floor).
 type FloorSpan struct {
 	StartUS float64 `json:"start_us,omitempty"`
 	EndUS   float64 `json:"end_us,omitempty"`
+}
+
+// LowestFloor is the fastest launch floor any of the runs timed in our
+// process (0: none timed): no kernel launched there took less.
+func (e Env) LowestFloor() float64 {
+	var low float64
+	for _, f := range e.Floors {
+		for _, v := range []float64{f.Ours.StartUS, f.Ours.EndUS} {
+			if v > 0 && (low == 0 || v < low) {
+				low = v
+			}
+		}
+	}
+	return low
 }
 
 // String is "start → end" in µs, with a dash for what was not measured.

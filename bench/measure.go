@@ -4,16 +4,13 @@
 // Method: CUDA events around every launch; a spin kernel queued first so
 // the host runs ahead of the GPU and the events measure GPU time only; enough
 // independent input sets, rotated, that the data they touch is several times
-// the L2 (L2 does not flatter the result), up to 16 sets, so that cases of a
-// few MB stay in L2 as they would on PyTorch's side; L2's persisting lines
-// reset and a warm-up first; the median of many launches reported. The
-// timed launches go on the legacy default stream, the stream PyTorch's
-// side runs on (its current stream) and the ops' own default. How long a
-// small kernel takes alone depends on the process and its stream: on an
-// H200, 11 of 25 processes that timed on the legacy default stream ran the
-// small cases about 0.2 µs faster than the rest, and none of 16 that timed
-// on a stream of their own (PERFORMANCE.md, twenty-fifth session). An empty
-// kernel shows the same two speeds (Floor), so a run reports its floor.
+// the L2, up to 16 sets (cases of a few MB then stay in L2, as they do on
+// PyTorch's side); L2's persisting lines reset and a warm-up first; the
+// median of many launches. The timed launches go on the legacy default
+// stream, the stream PyTorch's side runs on (its current stream) and the
+// ops' own default. A small kernel's time depends on the process that
+// launches it (its CUDA context draws one of two launch floors, about 0.2
+// µs apart), so a run also times an empty kernel (Floor) and reports it.
 package bench
 
 import (
@@ -33,7 +30,7 @@ type Options struct {
 	MemBudget int64
 	// KeepL2 leaves L2's persisting lines as earlier work left them; by
 	// default Measure resets them first, so that no case inherits the
-	// evict-last lines of the one before (BenchmarkL2Leftovers in ops
+	// evict-last lines of the one before (registry's BenchmarkL2Leftovers
 	// measures what they cost).
 	KeepL2 bool
 	// Graph, when positive, times launches inside CUDA graphs: that many
@@ -169,25 +166,13 @@ func Measure(dev *cuda.Device, b Case, opt Options) (Result, error) {
 }
 
 // Floor times a kernel that does nothing (one block of 32 threads) as
-// Measure times a case with opt: the launch floor under every case
-// this process times. Each process draws it: on one H200 (twenty-eighth
-// session), 24 processes ran the empty kernel at 3.39-3.46 µs (10 of them)
-// or at 3.55-3.65 µs (14), and their rmsnorm 128x128 at 4.03-4.10 and
-// 4.22-4.35 µs, while a chain of dependent loads took as long in both;
-// within a process the floor held through a reloaded module and fresh
-// buffers, and the clocks stayed at 1980 MHz. It is the GPU's cost of a
-// launch and its events, not a kernel's: a report gives each run's floors,
-// ours and PyTorch's process's, before the first case and after the last
-// (Env.Floors). The draw is the context's (twenty-ninth session): in one
-// process, contexts created beside the primary one held floors up to
-// 0.16-0.19 µs apart (H200 and H100), each its own through three rounds,
-// while the streams of one context shared its floor. A process has one
-// context, the primary one this package times in, hence one draw. A
-// process's floor can still rise after its first measurement: of 16 probe
-// processes, those that began at 3.42-3.55 µs rose by 0.06-0.16 µs within
-// their first few measurements and then held (200 more modules, 3000
-// allocations, 1 s idle and the norm cases moved it by 0.07 µs at most),
-// while those at 3.33-3.36 stayed there.
+// Measure times a case with opt: the launch floor under every case this
+// process times, the GPU's cost of a launch and its events rather than a
+// kernel's. Each CUDA context draws its floor (one of two speeds, about
+// 0.2 µs apart on an H200) and a process times in one, its primary context;
+// the floor may still rise early in a process's life, so a report gives
+// each run's floor, ours and PyTorch's process's, before the first case and
+// after the last (Env.Floors).
 func Floor(dev *cuda.Device, opt Options) (Result, error) {
 	f, err := jit.Get(dev, jit.Kernel{File: "bench/spin.cu", Source: spinSrc, Entry: "empty", Dependent: opt.Dependent})
 	if err != nil {

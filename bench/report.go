@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -19,9 +21,9 @@ type Entry struct {
 	SameCopyGBs      float64      // CopyAt(Bytes) in the same run, when measured
 	Torch            *TorchResult // PyTorch's times, when compared
 	Err              string       // why the case could not be measured
-	// Goal is what the case's issue asks of it (the registry's); runs
-	// do not record it, so a report read back from JSON has none until
-	// the caller sets it.
+	// Goal is what the registry asks of the case; a run's JSON does not
+	// record it, so a report read back from JSON has none until the caller
+	// sets it (kittens report sets the registry's).
 	Goal Goal
 	// Samples are the times of each run, where Merge combined several runs
 	// of this case; the times above are then their medians.
@@ -264,7 +266,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if rows, _ := r.targetTally(); len(rows) > 0 {
 		b.WriteString("\ntargets:\n")
-		if err := targetsTable(rows).WriteText(&b); err != nil {
+		if err := targetsTable(rows, true).WriteText(&b); err != nil {
 			return err
 		}
 	}
@@ -272,7 +274,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	return err
 }
 
-// methodGPU and methodCPU explain the numbers at the end of BENCH.md.
+// methodGPU, methodCPU and the rest explain the numbers at the end of a
+// markdown report.
 const (
 	methodGPU = `Ours: CUDA events around every launch; a spin kernel queued first so the host runs ahead of the GPU
 and the events measure GPU time, not launch latency; enough independent input sets, rotated, to touch three
@@ -293,15 +296,14 @@ above 1 we are faster. Percentages and ratios are cut to the digits shown, not r
 The machines are shared and vary from run to run; compare numbers of one run (or one merged set of runs) only.`
 	methodStaleL2 = `Our kernels read launches larger than L2 under an evict-last policy, and a line keeps that
 priority after the kernel ends: a case that follows such a launch finds its inputs evicted ahead of those
-lines (on an H100 up to 7% slower: softmax 16x32768 after softmax 256x262144, rmsnorm 4096x128,
-causal_conv1d_update B32). torch.compile's reductions read under the same policy and leave such lines
-too.`
+lines (on an H100 up to 7% slower). torch.compile's reductions read under the same policy and leave such
+lines too.`
 	methodL2Reset       = ` Before each case, ours and PyTorch's alike, L2's persisting lines are reset to normal priority (` + "`cuCtxResetPersistingL2Cache`" + `).`
 	methodNoL2Reset     = ` These runs did not reset L2's persisting lines between cases.`
 	methodDefaultStream = ` Ours and PyTorch's launches, and the copies, are timed on the legacy default stream, PyTorch's current stream and our ops' default.`
 	methodOwnStream     = ` These runs timed ours on a stream of their own and PyTorch's on the legacy default stream, its current stream.`
-	methodStreams       = ` How long a small kernel takes alone depends on the process and its stream: on an H200, 11 of 25 processes that timed on the legacy default stream ran the small cases about 0.2 µs faster than the others, and none of 16 that timed on a stream of their own (4 fell in between).`
-	methodFloor         = ` An empty kernel shows the same two speeds (on one H200, 3.39-3.46 µs in 10 processes and 3.55-3.65 µs in 14). The speed is the CUDA context's: contexts created side by side in one process drew theirs apart, and a process times in one context, its primary one. A process's floor may still rise early in its life (by up to 0.16 µs on an H200, then steady), so each side times one as it times the cases, before its first case and after its last: the "launch floor" above. A small case moves with its process's floor; where the two sides' floors differ, so does the ratio of their small cases.`
+	methodStreams       = ` How long a small kernel takes alone depends on the process that launches it: its CUDA context draws one of two speeds for every launch, about 0.2 µs apart on an H200, and keeps it.`
+	methodFloor         = ` So each side times an empty kernel as it times the cases, before its first case and after its last (a process's floor may still rise early in its life): the "launch floor" above. A small case moves with its process's floor; where the two sides' floors differ, so does the ratio of their small cases.`
 	methodGraph         = ` Every case, ours and PyTorch's, ran inside a CUDA graph: at least %d launches, a whole number of rotations over the input sets, were captured into one graph, each timed run replayed it, and the time per launch is the replay's divided by their number. The GPU then starts each kernel as the one before it ends, as in a serving engine's decode graph, so small kernels take less than one timed alone.`
 	methodDependent     = ` Our launches in those graphs were programmatic dependent launches: each kernel may start while the one before it runs, and waits for it on the GPU before it touches memory. torch.compile's kernels were compiled with Inductor's ` + "`triton.enable_pdl`" + `, which launches them the same way; eager PyTorch's kernels have no such option.`
 	methodRepeated      = `Cases measured in several runs (` + "`kittens report`" + ` merging runs that repeat them) show the median
@@ -315,7 +317,7 @@ alone can land several percent either way.`
 drawing fresh inputs. They show the host path works; they say nothing about the kernels' speed.`
 )
 
-// WriteMarkdown writes BENCH.md: a heading, the environment, the table,
+// WriteMarkdown writes the markdown report (BENCH.md): a heading, the environment, the table,
 // failures and a note on the method.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
@@ -424,15 +426,20 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // written.
 // The input must be one such object: one without "env" and "entries" is
 // not a report, and a second value after it (two reports joined into one
-// file) is refused rather than dropped.
+// file) is refused rather than dropped. A malformed input's error gives
+// the line and column where reading stopped.
 func ReadJSON(r io.Reader) (*Report, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("bench: reading a JSON report: %w", err)
+	}
 	var in struct {
 		Env     *Env         `json:"env"`
 		Entries *[]jsonEntry `json:"entries"`
 	}
-	dec := json.NewDecoder(r)
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&in); err != nil {
-		return nil, fmt.Errorf("bench: reading a JSON report: %w", err)
+		return nil, fmt.Errorf("bench: reading a JSON report: %s", jsonError(data, err))
 	}
 	if in.Env == nil || in.Entries == nil {
 		return nil, errors.New(`bench: reading a JSON report: no "env" and "entries": not a report of kittens bench -json`)
@@ -451,6 +458,46 @@ func ReadJSON(r io.Reader) (*Report, error) {
 		rep.Entries[i] = e
 	}
 	return rep, nil
+}
+
+// jsonError says where and why decoding data stopped, in the terms of the
+// file rather than of Go's types.
+func jsonError(data []byte, err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return at(data, syntax.Offset) + syntax.Error()
+	case errors.As(err, &typ):
+		want := map[reflect.Kind]string{reflect.String: "a string", reflect.Bool: "true or false", reflect.Slice: "an array",
+			reflect.Struct: "an object", reflect.Map: "an object", reflect.Pointer: "an object"}[typ.Type.Kind()]
+		if want == "" {
+			want = "a number"
+			if typ.Type.Kind() != reflect.Float64 {
+				want = "a whole number"
+			}
+		}
+		what := "the report"
+		if typ.Field != "" {
+			what = fmt.Sprintf("%q", typ.Field)
+		}
+		return at(data, typ.Offset) + fmt.Sprintf("%s is a JSON %s, want %s", what, typ.Value, want)
+	case errors.Is(err, io.EOF):
+		return "the file is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends before the report does (a truncated file?)"
+	}
+	return err.Error()
+}
+
+// at is "line L, column C: " of the last byte read when decoding stopped
+// after off bytes of data.
+func at(data []byte, off int64) string {
+	off = min(max(off, 0), int64(len(data)))
+	before := data[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - bytes.LastIndexByte(before, '\n') - 1
+	return fmt.Sprintf("line %d, column %d: ", line, col)
 }
 
 // Merge joins reports of runs on the same device into one: runs of

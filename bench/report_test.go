@@ -274,7 +274,7 @@ func TestLaunchFloors(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| launch floor | ours 3.42 → 3.44 µs, PyTorch's 3.61 → 3.40 µs (an empty kernel timed as the cases, before the first and after the last) |",
-		"An empty kernel shows the same two speeds"} {
+		"each side times an empty kernel as it times the cases"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}

@@ -1,4 +1,4 @@
-# torch_base.py: the PyTorch side of `kittens bench --vs torch`.
+# torch_base.py: the PyTorch side of `kittens bench -vs torch`.
 #
 # Reads a JSON list of cases on stdin: [{"id": ..., "op": ..., "args": {...}}].
 # Each family's snippet (appended after this file, before the call of main
@@ -22,16 +22,11 @@
 # Before each timing, L2's persisting lines are reset to normal priority, as
 # bench.Measure resets them before each of our cases: torch.compile's
 # reductions read under an L2 evict-last policy as our kernels do, and the
-# lines a large case leaves take L2 from the cases after it (PERFORMANCE.md,
-# fifteenth session). Reset on our side alone, PyTorch's small cases after a
-# large one paid for them and ours did not.
+# lines a large case leaves would take L2 from the cases after it.
 #
-# triton.testing.do_bench, which an earlier version used, clears the L2 with
-# a 256 MiB memset before each launch. That adds 0.6-1.1 us to a small
-# kernel (measured on an H200 for torch.compile's kernels and for ours
-# alike) and more to mid-sized ones, which write the memset's dirty lines
-# back while they run: kittens' own numbers and PyTorch's were then timed two
-# different ways.
+# There is no L2 flush between calls (triton.testing.do_bench clears the L2
+# with a 256 MiB memset before each launch, which adds 0.6-1.1 us to a small
+# kernel, ours and torch.compile's alike): both sides are timed the same way.
 #
 # torch.compile dominates the run time (seconds a case), so worker processes
 # first compile every case in parallel ($KITTENS_TORCH_WORKERS, default 8):

@@ -19,13 +19,15 @@ func (c *cli) bench(args []string) int {
 	fs := c.flags("bench")
 	sel := selectionFlags(fs)
 	vs := fs.String("vs", "", `also time PyTorch eager and torch.compile on the same cases ("torch")`)
-	write := fs.String("write", "", "also write the results as markdown to this file (BENCH.md)")
-	jsonPath := fs.String("json", "", "also write every number as JSON to this file")
+	write := fs.String("write", "", "also write the results as markdown to this file (results/<gpu>/BENCH.md)")
+	partial := partialFlag(fs)
+	jsonPath := fs.String("json", "", "also write every number as JSON to this file (results/<gpu>/runs/NAME.json; "+
+		"kittens report merges such runs, which may each hold part of the cases)")
 	runs := fs.Int("runs", 0, "timed launches per case (default 200; 3 host runs on the CPU path)")
 	graph := fs.Int("graph", 0, "time launches inside CUDA graphs of this many, as serving engines run decode (0: one launch at a time)")
 	dependent := fs.Bool("pdl", false, "with -graph: capture our kernels as programmatic dependent launches (PDL; compute capability 9.0+)")
-	if !c.parse(fs, args) {
-		return exitUsage
+	if code, ok := c.parse(fs, args); !ok {
+		return code
 	}
 	if *runs < 0 {
 		fmt.Fprintf(c.stderr, "kittens bench: -runs %d: it must be ≥ 1 (or 0 for the default)\n", *runs)
@@ -43,8 +45,11 @@ func (c *cli) bench(args []string) int {
 		fmt.Fprintf(c.stderr, "kittens bench: -vs %q: only \"torch\" is known\n", *vs)
 		return exitUsage
 	}
+	if !c.checkOutputs("bench", map[string]string{"write": *write, "json": *jsonPath}) {
+		return exitUsage
+	}
 	ops, dev, ok := c.resolve(fs, sel, true)
-	if !ok {
+	if !ok || c.refusePartial("bench", *write, *partial, sel, dev) {
 		return exitUsage
 	}
 	rep := &bench.Report{Env: bench.Describe(dev)}
@@ -59,7 +64,7 @@ func (c *cli) bench(args []string) int {
 	if dev == nil {
 		rep.Entries = benchHost(ops, *runs, c.stderr)
 		if *vs != "" {
-			fmt.Fprintln(c.stdout, "CPU path: the PyTorch comparison is skipped")
+			fmt.Fprintln(c.stderr, "CPU path: the PyTorch comparison is skipped")
 		}
 	} else {
 		gbs, err := bench.CopyBandwidth(dev)

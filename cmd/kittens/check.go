@@ -17,12 +17,16 @@ import (
 func (c *cli) check(args []string) int {
 	fs := c.flags("check")
 	sel := selectionFlags(fs)
-	write := fs.String("write", "", "also write the status table as markdown to this file (KERNELS.md)")
-	if !c.parse(fs, args) {
+	write := fs.String("write", "", "also write the status table as markdown to this file (results/<gpu>/KERNELS.md)")
+	partial := partialFlag(fs)
+	if code, ok := c.parse(fs, args); !ok {
+		return code
+	}
+	if !c.checkOutputs("check", map[string]string{"write": *write}) {
 		return exitUsage
 	}
 	ops, dev, ok := c.resolve(fs, sel, false)
-	if !ok {
+	if !ok || c.refusePartial("check", *write, *partial, sel, dev) {
 		return exitUsage
 	}
 	res := checkResults{Env: bench.Describe(dev), Rows: runChecks(dev, ops, c.stderr)}
@@ -159,13 +163,19 @@ func (r *checkResults) failures() []string {
 	return out
 }
 
-// summary is the closing line.
+// summary is the closing line. On the CPU path it says what ran: each
+// case's host reference, checked for writing every output and nothing
+// else; no kernel was compared.
 func (r *checkResults) summary() string {
-	s := fmt.Sprintf("%d/%d cases passed", len(r.Rows)-r.failed(), len(r.Rows))
-	if r.Env.CPUOnly() {
-		s += " (CPU path only: host reference run, its poisoned outputs checked for being written, every other byte for stray writes)"
+	n, failed := len(r.Rows), r.failed()
+	if !r.Env.CPUOnly() {
+		return fmt.Sprintf("%d/%d cases passed", n-failed, n)
 	}
-	return s
+	const ran = "ran their CPU reference, which wrote every output and nothing else; no kernel was compared (CPU path only)"
+	if failed == 0 {
+		return fmt.Sprintf("%d host-path cases %s", n, ran)
+	}
+	return fmt.Sprintf("%d of %d host-path cases failed; the other %d %s", failed, n, n-failed, ran)
 }
 
 // writeText writes the terminal form: the case table, failures, a summary.

@@ -12,8 +12,8 @@ import (
 // or NVRTC is reported, not an error: the CPU path still works.
 func (c *cli) info(args []string) int {
 	fs := c.flags("info")
-	if !c.parse(fs, args) {
-		return exitUsage
+	if code, ok := c.parse(fs, args); !ok {
+		return code
 	}
 	t := &bench.Table{Header: []string{"what", "value"}, Align: "ll"}
 	if v, err := cuda.DriverVersion(); err != nil {

@@ -10,8 +10,8 @@ import (
 // counts, and what it computes.
 func (c *cli) list(args []string) int {
 	fs := c.flags("list")
-	if !c.parse(fs, args) {
-		return exitUsage
+	if code, ok := c.parse(fs, args); !ok {
+		return code
 	}
 	ops := allOps()
 	if len(ops) == 0 {

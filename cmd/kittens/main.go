@@ -2,25 +2,34 @@
 //
 //	kittens info                      the driver, NVRTC and GPU this machine has
 //	kittens list                      every registered op: its case counts and what it computes
-//	kittens check [-op RE] [-case RE] [-cpu] [-write KERNELS.md]
+//	kittens check [-op RE] [-case RE] [-cpu] [-write FILE] [-partial]
 //	                                  parity of every op with its CPU reference
-//	kittens bench [-op RE] [-case RE] [-cpu] [-vs torch] [-write BENCH.md] [-json FILE] [-runs N]
-//	                                  time every benchmark case, optionally beside PyTorch
-//	kittens report [-write BENCH.md] RUN.json...
-//	                                  merge bench runs split to fit a time limit
+//	kittens bench [-op RE] [-case RE] [-cpu] [-vs torch] [-write FILE] [-partial] [-json FILE] [-runs N]
+//	              [-graph N] [-pdl]   time every benchmark case, optionally beside PyTorch
+//	kittens report [-write FILE] [-status DIR] RUN.json...
+//	                                  merge bench runs split to fit a time limit or repeated;
+//	                                  -status writes DIR/STATUS.md and DIR/roofline.svg
+//
+// Generated files live in one folder per GPU: results/h100/ and
+// results/h200/ hold KERNELS.md (check -write), BENCH.md (report -write of
+// runs/*.json from bench -json), the graph tables, STATUS.md and
+// roofline.svg (report -status).
 //
 // Without a GPU (or with -cpu), check and bench run the CPU path (the host
-// reference of every parity case) and say so. -case picks cases of the
-// kind the command runs: parity cases for check and for bench on the CPU
-// path, benchmark cases for bench on a GPU. Results go to stdout, progress
-// to stderr; -write and -json files are written even when stdout fails,
-// each whole or not at all.
+// reference of every parity case) and say so on stderr. -case picks cases
+// of the kind the command runs: parity cases for check and for bench on
+// the CPU path, benchmark cases for bench on a GPU. Results go to stdout,
+// progress and notices to stderr; -write, -json and -status files are
+// written even when stdout fails, each whole or not at all, and their
+// folders are checked before the run starts. -write refuses to write a
+// table of the CPU path or of part of the cases (-op, -case), which would
+// replace a full GPU table, unless -partial is given.
 //
 // The exit status is 1 when a case fails or could not run, on either side
 // of a PyTorch comparison (bench -vs torch, and report of such runs: the
 // table then lacks a time), or when an output could not be written; 2 on a
-// usage error, a pattern that selects no case of the command included, and
-// after a command's -h (kittens help and kittens -h exit 0).
+// usage error and on a pattern that selects no case of the command; 0
+// after -h (kittens -h, kittens help and every command's -h).
 package main
 
 import (
@@ -28,9 +37,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,7 +61,12 @@ const (
 	exitUsage = 2
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if isTerminal(os.Stderr) {
+		jit.SetProgress(compileProgress(os.Stderr, progressDelay))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // families is the list of every family's cases the commands run on; the
 // command's tests add a family of test ops to it.
@@ -95,13 +111,20 @@ type command struct {
 	run             func(c *cli, args []string) int
 }
 
-var commands = []command{
-	{"info", "", "the driver, NVRTC, GPU and kernel cache of this machine", (*cli).info},
-	{"list", "", "every registered op: how many parity and benchmark cases it has, and what it computes", (*cli).list},
-	{"check", "[-op RE] [-case RE] [-cpu] [-write FILE]", "run every op's parity cases against the CPU reference", (*cli).check},
-	{"bench", "[-op RE] [-case RE] [-cpu] [-vs torch] [-write FILE] [-json FILE] [-runs N]",
-		"time every op's benchmark cases (without a GPU: the host path of its parity cases)", (*cli).bench},
-	{"report", "[-write FILE] RUN.json...", "merge the JSON of several bench runs into one report", (*cli).report},
+// commands are the subcommands, in the order usage lists them. (Set in
+// init: each command's flags read the list for its usage.)
+var commands []command
+
+func init() {
+	commands = []command{
+		{"info", "", "the driver, NVRTC, GPU and kernel cache of this machine", (*cli).info},
+		{"list", "", "every registered op: how many parity and benchmark cases it has, and what it computes", (*cli).list},
+		{"check", "[-op RE] [-case RE] [-cpu] [-write FILE] [-partial]", "run every op's parity cases against the CPU reference", (*cli).check},
+		{"bench", "[-op RE] [-case RE] [-cpu] [-vs torch] [-write FILE] [-partial] [-json FILE] [-runs N] [-graph N] [-pdl]",
+			"time every op's benchmark cases (without a GPU: the host path of its parity cases)", (*cli).bench},
+		{"report", "[-write FILE] [-status DIR] RUN.json...",
+			"merge the JSON of several bench runs into one report; -status also writes DIR/STATUS.md and DIR/roofline.svg", (*cli).report},
+	}
 }
 
 // run executes one command line and returns the exit status.
@@ -131,27 +154,54 @@ func (c *cli) usage() {
 	for _, cmd := range commands {
 		fmt.Fprintf(c.stderr, "  %s\n      %s\n", strings.TrimSpace("kittens "+cmd.name+" "+cmd.args), cmd.doc)
 	}
+	fmt.Fprintln(c.stderr, "\nkittens <command> -h describes a command's flags.")
 }
 
-// flags returns a flag set for a subcommand that reports errors to stderr.
+// flags returns the flag set of subcommand name, which reports errors to
+// stderr and whose usage (-h, or a bad flag) is the command's line, what
+// it does and its flags.
 func (c *cli) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("kittens "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	i := slices.IndexFunc(commands, func(cmd command) bool { return cmd.name == name })
+	fs.Usage = func() {
+		cmd := commands[i]
+		fmt.Fprintf(c.stderr, "usage: %s\n\n%s.\n", strings.TrimSpace("kittens "+cmd.name+" "+cmd.args), cmd.doc)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(c.stderr, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
 	return fs
 }
 
-// parse parses a subcommand's flags; it returns false (after saying why)
-// on an error or when positional arguments are left.
-func (c *cli) parse(fs *flag.FlagSet, args []string) bool {
+// parseFlags parses a subcommand's flags. It returns false with the exit
+// status when the command is to stop: 0 after -h (the usage printed), 2
+// on a bad flag.
+func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
 	if err := fs.Parse(args); err != nil {
-		return false
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
+// parse parses the flags of a subcommand that takes no other arguments, as
+// parseFlags does; a positional argument left is a usage error.
+func (c *cli) parse(fs *flag.FlagSet, args []string) (int, bool) {
+	if code, ok := parseFlags(fs, args); !ok {
+		return code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(c.stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
 		fs.Usage()
-		return false
+		return exitUsage, false
 	}
-	return true
+	return exitOK, true
 }
 
 // selection holds the flags that pick what check and bench run on.
@@ -349,16 +399,16 @@ func caseNames[C any](cases []C, name func(C) string) []string {
 	return out
 }
 
-// device opens GPU 0 unless cpu is set. Without one it says so on stdout
+// device opens GPU 0 unless cpu is set. Without one it says so on stderr
 // and returns nil: the caller runs the CPU path.
 func (c *cli) device(cpu bool) *cuda.Device {
 	if cpu {
-		fmt.Fprintln(c.stdout, "-cpu: running the CPU path (host reference) only")
+		fmt.Fprintln(c.stderr, "-cpu: running the CPU path (host reference) only")
 		return nil
 	}
 	dev, err := cuda.Default()
 	if err != nil {
-		fmt.Fprintf(c.stdout, "no GPU (%v): running the CPU path (host reference) only\n", err)
+		fmt.Fprintf(c.stderr, "no GPU (%v): running the CPU path (host reference) only\n", err)
 		return nil
 	}
 	return dev
@@ -465,4 +515,72 @@ func writeFile(path string, fn func(io.Writer) error) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// checkOutputs checks, before a run, that every output asked for can be
+// written: its folder exists and takes a new file, and the path is not a
+// folder. It reports the first that cannot on stderr and returns false.
+func (c *cli) checkOutputs(name string, outs map[string]string) bool {
+	for _, flagName := range slices.Sorted(maps.Keys(outs)) {
+		if err := writable(outs[flagName]); err != nil {
+			fmt.Fprintf(c.stderr, "kittens %s: -%s: %v\n", name, flagName, err)
+			return false
+		}
+	}
+	return true
+}
+
+// writable reports why writeFile could not write path ("": nothing asked),
+// by creating and removing a temporary file beside it.
+func writable(path string) error {
+	if path == "" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a folder, not a file", path)
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("cannot write %s: folder %s does not exist", path, dir)
+	case err != nil:
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("cannot write %s: %s is not a folder", path, dir)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// partialFlag adds -partial to fs.
+func partialFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("partial", false, "let -write write a table that is not of a full GPU run: one of the CPU path, "+
+		"or of part of the cases (-op, -case); without it such a run refuses -write, so as not to replace a full GPU table")
+}
+
+// refusePartial reports, and returns true, when -write asks for a table of
+// a run that is not a full GPU run (on the CPU path, or of part of the
+// cases) and -partial is not set.
+func (c *cli) refusePartial(name, write string, partial bool, sel selection, dev *cuda.Device) bool {
+	if write == "" || partial {
+		return false
+	}
+	var what []string
+	if dev == nil {
+		what = append(what, "on the CPU path (no kernel runs)")
+	}
+	if *sel.pattern != "" || *sel.cases != "" {
+		what = append(what, "of part of the cases (-op, -case)")
+	}
+	if len(what) == 0 {
+		return false
+	}
+	fmt.Fprintf(c.stderr, "kittens %s: not writing %s: this run is %s, and its table would replace a full GPU table; "+
+		"add -partial to write it anyway\n", name, write, strings.Join(what, " and "))
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
@@ -98,9 +99,8 @@ func TestRun(t *testing.T) {
 			stderr: []string{`-op "^kittens-test-" -case "^1024x" selects no parity case, the kind kittens check runs, ` +
 				"but one benchmark case (for kittens bench on a GPU)"}},
 		{name: "bench host path of a benchmark case", args: []string{"bench", "-cpu", "-op", "^kittens-test-copy$", "-case", "^1024x"},
-			code:   exitUsage,
-			stdout: []string{"-cpu: running the CPU path"},
-			stderr: []string{"selects no parity case, the kind the CPU path of kittens bench runs, but one benchmark case"}},
+			code: exitUsage, nothing: true,
+			stderr: []string{"-cpu: running the CPU path", "selects no parity case, the kind the CPU path of kittens bench runs, but one benchmark case"}},
 		{name: "case matches nothing", args: []string{"check", "-op", "^kittens-test-copy$", "-case", "^9x9"}, code: exitUsage,
 			stderr: []string{`-case "^9x9" selects no parity case; the selected ops' parity cases are named like "3x5 f32", "64x33 f32"`}},
 		{name: "op without such cases", args: []string{"bench", "-cpu", "-op", "^kittens-test-bench-only$"}, code: exitUsage,
@@ -114,17 +114,20 @@ func TestRun(t *testing.T) {
 		{name: "list", args: []string{"list"}, code: exitOK,
 			stdout: []string{"family", "kittens-test  kittens-test-bad        1        0  always fails",
 				"kittens-test  kittens-test-copy       2        1  y = x"}},
+		// The CPU path says what it checked: no kernel was compared.
 		{name: "check host path", args: []string{"check", "-cpu", "-op", "^kittens-test-copy$"}, code: exitOK,
-			stdout: []string{"CPU path", "kittens-test-copy  3x5 f32", "PASS (cpu)", "2/2 cases passed"},
-			stderr: []string{"[1/2] kittens-test-copy 3x5 f32", "[2/2]"}},
-		{name: "check failure", args: []string{"check", "-cpu", "-op", "^kittens-test-", "-write", kernels}, code: exitFail,
-			stdout: []string{"FAIL kittens-test-bad broken (seed ", "deliberately broken", "2/3 cases passed"},
+			stdout: []string{"CPU path", "kittens-test-copy  3x5 f32", "PASS (cpu)",
+				"2 host-path cases ran their CPU reference, which wrote every output and nothing else; no kernel was compared (CPU path only)"},
+			stderr: []string{"-cpu: running the CPU path", "[1/2] kittens-test-copy 3x5 f32", "[2/2]"}},
+		{name: "check failure", args: []string{"check", "-cpu", "-op", "^kittens-test-", "-write", kernels, "-partial"}, code: exitFail,
+			stdout: []string{"FAIL kittens-test-bad broken (seed ", "deliberately broken", "1 of 3 host-path cases failed; the other 2 ran"},
 			files: map[string][]string{kernels: {"# Kernel status", "| device | CPU path only (no GPU used) |",
 				"| kittens-test | kittens-test-bad | 0/1 | — | — | FAIL |", "| kittens-test | kittens-test-copy | 2/2 | — | — | cpu only |",
 				"## Failures", "## Cases", "| kittens-test-copy | 64x33 f32 | — | — | PASS (cpu) |"}}},
 		{name: "bench host path", args: []string{"bench", "-cpu", "-op", "^kittens-test-copy$", "-runs", "2", "-vs", "torch",
-			"-write", benchMD, "-json", benchJSON}, code: exitOK,
-			stdout: []string{"CPU path", "host µs", "kittens-test-copy  3x5 f32", "kittens-test-copy  64x33 f32", "comparison is skipped"},
+			"-write", benchMD, "-partial", "-json", benchJSON}, code: exitOK,
+			stdout: []string{"CPU path", "host µs", "kittens-test-copy  3x5 f32", "kittens-test-copy  64x33 f32"},
+			stderr: []string{"comparison is skipped"},
 			files: map[string][]string{benchMD: {"# Benchmarks", "| op | case | host µs |", "## Method"},
 				benchJSON: {`"cpu_only": true`, `"op": "kittens-test-copy"`, `"runs": 2`}}},
 		{name: "bench host failure", args: []string{"bench", "-cpu", "-op", "^kittens-test-bad$"}, code: exitFail,
@@ -181,8 +184,8 @@ func TestDefaultDevice(t *testing.T) {
 		cmd      string
 		gpu, cpu []string // stdout must hold these with and without a GPU
 	}{
-		{"check", []string{"kittens-test-copy 64x33 f32 0 0 PASS", "2/2 cases passed"}, []string{"no GPU", "PASS (cpu)"}},
-		{"bench", []string{"ours µs", "copy", "kittens-test-copy 1024x1024 f32"}, []string{"no GPU", "host µs"}},
+		{"check", []string{"kittens-test-copy 64x33 f32 0 0 PASS", "2/2 cases passed"}, []string{"PASS (cpu)", "no kernel was compared"}},
+		{"bench", []string{"ours µs", "copy", "kittens-test-copy 1024x1024 f32"}, []string{"host µs"}},
 	} {
 		t.Run(tc.cmd, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -197,6 +200,11 @@ func TestDefaultDevice(t *testing.T) {
 				if !strings.Contains(squash(stdout.String()), w) {
 					t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
 				}
+			}
+			// The notice of the CPU path goes to stderr, not into the table.
+			if notice := "no GPU ("; gpu == strings.Contains(stderr.String(), notice) || strings.Contains(stdout.String(), notice) {
+				t.Errorf("with a GPU %v: stderr, not stdout, should say %q exactly without one\nstdout:\n%s\nstderr:\n%s",
+					gpu, notice, stdout.String(), stderr.String())
 			}
 			t.Log(stdout.String())
 		})
@@ -337,8 +345,8 @@ func TestStdoutFails(t *testing.T) {
 		args  []string
 		files []string
 	}{
-		{[]string{"bench", "-cpu", "-op", "^kittens-test-copy$", "-runs", "1", "-write", md, "-json", js}, []string{md, js}},
-		{[]string{"check", "-cpu", "-op", "^kittens-test-copy$", "-write", kernels}, []string{kernels}},
+		{[]string{"bench", "-cpu", "-op", "^kittens-test-copy$", "-runs", "1", "-write", md, "-partial", "-json", js}, []string{md, js}},
+		{[]string{"check", "-cpu", "-op", "^kittens-test-copy$", "-write", kernels, "-partial"}, []string{kernels}},
 	} {
 		t.Run(tc.args[0], func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -400,5 +408,206 @@ func TestOpTableWorst(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("op table lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestWritePartial: -write refuses a table of the CPU path or of part of
+// the cases, which would replace a full GPU table, before any case runs,
+// and writes nothing; -partial writes it.
+func TestWritePartial(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"check on the CPU path, part of the cases", []string{"check", "-cpu", "-op", "^kittens-test-copy$"},
+			"this run is on the CPU path (no kernel runs) and of part of the cases (-op, -case)"},
+		{"check on the CPU path", []string{"check", "-cpu"}, "this run is on the CPU path (no kernel runs), and"},
+		{"bench of a case", []string{"bench", "-cpu", "-case", "^3x5 f32$"}, "of part of the cases (-op, -case)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ToUpper(tc.args[0])+".md")
+			var stdout, stderr bytes.Buffer
+			code := run(append(tc.args, "-write", path), &stdout, &stderr)
+			if code != exitUsage || !strings.Contains(stderr.String(), tc.want) || !strings.Contains(stderr.String(), "add -partial") {
+				t.Errorf("exit status %d, want %d, and stderr saying %q and -partial:\n%s", code, exitUsage, tc.want, stderr.String())
+			}
+			if strings.Contains(stderr.String(), "[1/") || stdout.Len() > 0 {
+				t.Errorf("cases ran before the refusal:\n%s%s", stdout.String(), stderr.String())
+			}
+			if _, err := os.Stat(path); err == nil {
+				t.Errorf("%s written", path)
+			}
+		})
+	}
+	path := filepath.Join(dir, "PART.md")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"check", "-cpu", "-op", "^kittens-test-copy$", "-write", path, "-partial"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("with -partial: exit status %d\n%s", code, stderr.String())
+	}
+	if b, err := os.ReadFile(path); err != nil || !strings.Contains(string(b), "kittens-test-copy") {
+		t.Errorf("with -partial: %v\n%s", err, b)
+	}
+}
+
+// TestOutputsCheckedFirst: a -write, -json or -status path that cannot be
+// written is a usage error before any case runs.
+func TestOutputsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-such-folder", "OUT.md")
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run1 := filepath.Join(dir, "run.json")
+	if err := writeFile(run1, (&bench.Report{Env: bench.Env{Device: "NVIDIA H200"}}).WriteJSON); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check", "-cpu", "-partial", "-write", missing}, "-write: cannot write " + missing + ": folder " + filepath.Dir(missing) + " does not exist"},
+		{[]string{"check", "-cpu", "-partial", "-write", dir}, "-write: " + dir + " is a folder, not a file"},
+		{[]string{"bench", "-cpu", "-json", filepath.Join(file, "x.json")}, "-json: cannot write " + filepath.Join(file, "x.json") + ": " + file + " is not a folder"},
+		{[]string{"report", "-write", missing, run1}, "-write: cannot write " + missing},
+		{[]string{"report", "-status", filepath.Join(dir, "no-such-folder"), run1}, "-status: cannot write " + filepath.Join(missing, "..", "STATUS.md")},
+	} {
+		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != exitUsage {
+				t.Errorf("exit status %d, want %d", code, exitUsage)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr lacks %q:\n%s", tc.want, stderr.String())
+			}
+			if strings.Contains(stderr.String(), "[1/") || stdout.Len() > 0 {
+				t.Errorf("the run started:\n%s%s", stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+// TestHelp: every command's -h prints its usage, with what it does and its
+// flags, and exits 0.
+func TestHelp(t *testing.T) {
+	for _, cmd := range commands {
+		t.Run(cmd.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{cmd.name, "-h"}, &stdout, &stderr); code != exitOK {
+				t.Errorf("exit status %d, want 0", code)
+			}
+			want := []string{"usage: kittens " + cmd.name, cmd.doc}
+			if cmd.args != "" {
+				want = append(want, "flags:")
+			}
+			for _, w := range want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("usage lacks %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"check", "-partial", "-h"}, &stdout, &stderr); code != exitOK || !strings.Contains(stderr.String(), "-partial") {
+		t.Errorf("check -h: exit status %d\n%s", code, stderr.String())
+	}
+}
+
+// TestReportMalformed: a file that is not well-formed JSON, or has a value
+// of the wrong kind, is named with the line and column, in the file's
+// terms rather than Go's.
+func TestReportMalformed(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, json, want string }{
+		{"syntax.json", "{\n  \"env\": {}\n  \"entries\": []\n}", "syntax.json: bench: reading a JSON report: line 3, column 3: invalid character"},
+		{"kind.json", "{\n  \"env\": {},\n  \"entries\": [{\"median_us\": \"fast\"}]\n}",
+			`kind.json: bench: reading a JSON report: line 3, column 34: "entries.median_us" is a JSON string, want a number`},
+		{"cut.json", `{"env": {}, "entries": [`, "cut.json: bench: reading a JSON report: the JSON ends before the report does"},
+		{"empty.json", "", "empty.json: bench: reading a JSON report: the file is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name)
+			if err := os.WriteFile(path, []byte(tc.json), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{"report", path}, &stdout, &stderr); code != exitFail {
+				t.Errorf("exit status %d, want %d", code, exitFail)
+			}
+			if !strings.Contains(stderr.String(), tc.want) || strings.Contains(stderr.String(), "Go ") {
+				t.Errorf("stderr:\n%s\nwant %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestStatus: report -status writes STATUS.md, which names every family of
+// the runs with its standing, and a non-empty roofline.svg beside it.
+func TestStatus(t *testing.T) {
+	dir := t.TempDir()
+	env := bench.Env{Device: "NVIDIA H200", Arch: "sm_90a", Driver: "13.0", NVRTC: "13.0", CopyGBs: 4000,
+		Date: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Floors: []bench.LaunchFloor{{Ours: bench.FloorSpan{StartUS: 3.4, EndUS: 3.5}}}}
+	entry := func(fam, op, name string, mb, us, compile, same float64) bench.Entry {
+		b := int64(mb * 1e6)
+		return bench.Entry{Family: fam, Op: op, Case: name, Bytes: b, SameCopyGBs: same,
+			Result: bench.Result{MedianUS: us, GBs: float64(b) / (us * 1e3), Sets: 1, Runs: 200},
+			Torch:  &bench.TorchResult{EagerUS: 2 * us, CompileUS: compile}}
+	}
+	runPath := filepath.Join(dir, "run.json")
+	rep := &bench.Report{Env: env, Entries: []bench.Entry{
+		entry("kittens-test", "kittens-test-copy", "1024x1024 f32", 8.4, 4, 4.4, 0),    // goal ≥ 1.00× torch.compile: met
+		entry("kittens-test", "kittens-test-copy", "2048x1024 f32", 100, 30, 27, 3800), // no goal in the registry
+		entry("other", "other-op", "big", 200, 55, 60, 3900),
+		entry("third", "third-op", "small", 0.01, 4, 4, 0),
+	}}
+	if err := writeFile(runPath, rep.WriteJSON); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"report", "-status", dir, runPath}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit status %d\n%s", code, stderr.String())
+	}
+	md, err := os.ReadFile(filepath.Join(dir, statusFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Status: NVIDIA H200 (sm_90a)", "2026-12-01", "copy ceiling 4000 GB/s",
+		"| kittens-test | 2 | 1/1 | 0 | 0 | 0 |", "| other | 1 | — |", "| third | 1 | — |",
+		"## kittens-test", "| ≥ 1.00× torch.compile | 1 | 1 | — | 0 |", "Every goal met.", "## other", "## third",
+		"No goal is asked", "![Each case's rate against the copy ceiling](roofline.svg)"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("%s lacks %q:\n%s", statusFile, want, md)
+		}
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, rooflineFile))
+	if err != nil || len(svg) < 1000 || !bytes.Contains(svg, []byte("<svg")) {
+		t.Errorf("%s: %v, %d bytes", rooflineFile, err, len(svg))
+	}
+	for _, want := range []string{"kittens-test", "other", "third", "roofline: copy ceiling 4000 GB/s"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("%s lacks %q", rooflineFile, want)
+		}
+	}
+}
+
+// TestCompileProgress: the progress of jit.Prepare batches is drawn once
+// a batch takes longer than the delay, and cleared at its end.
+func TestCompileProgress(t *testing.T) {
+	var b bytes.Buffer
+	fn := compileProgress(&b, time.Hour)
+	fn(1, 3)
+	fn(2, 3)
+	fn(3, 3)
+	if b.Len() > 0 {
+		t.Errorf("a quick batch drew %q", b.String())
+	}
+	fn = compileProgress(&b, 0)
+	fn(1, 3)
+	fn(2, 3)
+	fn(3, 3)
+	if want := "\r\x1b[Kcompiling kernels [1/3]\r\x1b[Kcompiling kernels [2/3]\r\x1b[K"; b.String() != want {
+		t.Errorf("drew %q, want %q", b.String(), want)
 	}
 }
