@@ -26,7 +26,7 @@ var variants = []kernelKey{
 // LayerNorm launches outgrow L2), with both looped flavours and
 // every row loop (striding, prefetching, waves) and, for 16-byte accesses,
 // with the L2 hint flipped, and as withRows specializes them for contiguous
-// rows (see gputest.CompileAll).
+// rows, and every kernel Prepare compiles (see gputest.CompileAll).
 func TestKernelsCompile(t *testing.T) {
 	keys := map[kernelKey]bool{}
 	for _, v := range variants {
@@ -37,10 +37,9 @@ func TestKernelsCompile(t *testing.T) {
 					vector bool
 				}{{4096, false}, {4096, true}, {16384, true}} {
 					rows, vector := rv.rows, rv.vector
-					c := pickConfig(propsH100, rowShape{rows: rows, n: n, elemSize: dt.Size(), heldFP32: v.add == addFP32,
-						cachesTwo: v.op == opL2Backward, twoPass: v.op == opLayer, fused: v.add != addNone, vector: vector})
 					k := v
 					k.dtype = dt
+					c := pickConfig(propsH100, k.shape(rows, n, vector))
 					k = k.withConfig(c, n)
 					keys[k] = true
 					keys[k.withRows(c, rows, n, []int64{int64(n), int64(n), int64(n), int64(n)})] = true // contiguous rows
@@ -60,6 +59,9 @@ func TestKernelsCompile(t *testing.T) {
 				}
 			}
 		}
+	}
+	for _, k := range prepared(propsH100) {
+		keys[k] = true
 	}
 	kernels := make([]jit.Kernel, 0, len(keys))
 	for k := range keys {

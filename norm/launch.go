@@ -47,48 +47,22 @@ type kernelKey struct {
 //
 // early: norm_rows forms RMSNorm's x·w before the row's reduction where the
 // weights sit in registers (not reloaded per row) and a thread holds at
-// most two accesses. With four (blocks of many long rows) it lost on an
-// H200: rmsnorm 4096x4096 +1.7%, rmsnorm_pad 4096x2880 +4.4%.
+// most two accesses (with four it lost: rmsnorm_pad 4096x2880 +4.4%, H200).
 //
 // tie: a block that reduces one early row makes its first sum wait for the
-// weights (TIE in norm.cu): ptxas otherwise issued their loads late, after
-// the row's sums and its residual store or next to the barrier, where
-// their latency added to the row's (SASS of fused_add_rmsnorm 1x2048: the
-// weight load 78 instructions after the row's data were first used).
-// Groups of lanes keep their own order: tied, rmsnorm 128x128 ran 1.8%
-// slower.
+// weights (TIE in norm.cu); ptxas otherwise issues their loads late, after
+// the row's sums or next to the barrier, where their latency adds to the
+// row's. Groups of lanes keep their own order (tied, rmsnorm 128x128 ran
+// 1.8% slower).
 //
-// full: every lane of a row holds perThread whole accesses of it (n is a
+// full: every lane of a row holds perThread whole accesses (n is a
 // multiple of the accesses its lanes hold), so that norm_rows issues the
-// row's loads without a condition each, back to back; each condition had
-// been a branch of its own between them (four at layernorm 4096x7168). A
-// block that owns a row in waves drops the row's condition too. kittens
-// bench, six rounds alternating with the build before, each process's draw
-// of the two speeds taken out (the median offset of its unchanged one- and
-// 32-row RMS cases), µs (H200 / H100): layernorm 1x7168 4.94 -> 4.76 /
-// 5.18 -> 4.97, 32x8192 5.23 -> 5.04 / 5.46 -> 5.26, 4096x7168 34.79 ->
-// 33.46 / 44.62 -> 44.36, 4096x8192 38.06 -> 37.24 / 49.69 -> 49.44,
-// 16384x2048 38.01 -> 37.46 / 49.74 -> 49.57; fused_add_layernorm 4096x4096
-// 36.74 -> 36.11 / level; fused_add_rmsnorm 16384x128 8.63 -> 8.47 / 10.45
-// -> 10.36; the rest within 1% either way (l2norm_fwd 65536x64 8.38 ->
-// 8.42 / 10.27 -> 10.38, layernorm 4096x128 4.56 -> 4.60 / level). Where a
-// block reduces one early row, full came with tie in the twenty-eighth
-// session: alone, ptxas, free of the branches, had moved the weight loads
-// next to the barrier (H200: rmsnorm 4096x7168 31.68 -> 34.46 µs,
-// 16384x7168 112.93 -> 121.76, rmsnorm_pad 4096x2880 16.32 -> 17.22). Tied
-// and full against neither, seven rounds alternating, each process's draw
-// taken out (H200, µs): fused_add_rmsnorm 1x2048 4.26 -> 4.16, 32x2048
-// 4.44 -> 4.32, 1x4096 4.42 -> 4.33, 32x4096 4.59 -> 4.49, 1x7168 4.84 ->
-// 4.61, 32x7168 5.07 -> 4.90, 1x8192 4.90 -> 4.76; rmsnorm 4096x2048 13.19
-// -> 12.70, 4096x4096 20.46 -> 20.18, 4096x8192 36.03 -> 35.65, 32x7168
-// 4.67 -> 4.55, 1x7168, 1x8192 and 32x8192 1.1-1.6%; rmsnorm 1x2048 4.04
-// -> 4.10; the rest within 1% (the tie alone gained less: fused_add_rmsnorm
-// 1x7168 4.84 -> 4.83). Groups of lanes keep the row condition: with the
-// last row read in its place by the spare groups, rmsnorm 16384x128 ran
-// 7.31 -> 7.44 µs and layernorm 16384x128 7.62 -> 7.70 on the H100 (7.20
-// and 7.58 with the condition), though neither shape has a spare group.
-// (Where the groups cover the rows exactly, withRows drops the condition
-// at compile time.)
+// row's loads back to back, without a branch each (layernorm 4096x7168:
+// 34.8 -> 33.5 µs, H200); a block that owns a row in waves drops the row's
+// condition too. Where a block reduces one early row, full needs tie:
+// without it ptxas moved the weight loads next to the barrier. Groups of
+// lanes keep the row condition (withRows drops it at compile time where the
+// groups cover the rows exactly).
 func (k kernelKey) withConfig(c config, n int) kernelKey {
 	k.vec, k.even, k.perThread, k.group, k.bound = c.vec, c.vec > 1 && n%c.vec == 0, c.perThread, c.group, c.bound
 	k.prefetch, k.waves, k.looped, k.cache, k.reload = c.prefetch, c.waves && !c.looped, c.looped, c.cache, c.reload
@@ -108,33 +82,17 @@ const compiledGroup = 8
 
 // withRows specializes k, built for configuration c, further on the
 // launch's rows: rows of n elements whose tensors (y, the residual output, x,
-// the second input; 0 for an absent one) have the given row strides. It
-// takes groups of lanes in waves (the sub-warp path) toward the form of
+// the second input; 0 for an absent one) have the given row strides.
+// Groups of at least compiledGroup lanes in waves take the form of
 // torch.compile's (Triton's) kernels, whose sizes are constants: 32-bit row
 // offsets where every offset the grid forms fits in int32 (OFF32), the row
-// length and strides as constants where the rows are contiguous (NCOLS),
-// and no row checks where the groups cover the rows exactly (EXACT). Tied
-// to the weights (TIE) too, RMS rows then keep their weight loads beside
-// the row's. The row's loads then issue after 16 instructions instead of
-// 33 (l2norm_fwd 65536x128, nvcc 11.8); Inductor's come after 17.
-//
-// kittens bench, the build before and this one alternating six rounds in
-// one device call, each run's draw of the launch floor taken out (the median
-// offset of the unchanged one- and 32-row cases), µs, H200 / H100:
-// l2norm_bwd 65536x64 10.78 -> 10.64 / 13.34 -> 13.12, 65536x256 27.99 ->
-// 27.56 / 38.17 -> 37.61; l2norm_fwd 65536x256 20.28 -> 20.06 / 26.95 ->
-// 26.69; fused_add_rmsnorm 4096x128 5.65 -> 5.48 / 6.13 -> 5.99, 16384x128
-// 8.55 -> 8.29 / 10.37 -> 10.14; fused_add_layernorm 16384x128 8.78 -> 8.55
-// / 10.55 -> 10.28; layernorm 128x128 4.22 -> 4.07 / 4.43 -> 4.30; the
-// other shapes of groups of 8 lanes or more from 1.5% faster to 0.5% slower
-// (rmsnorm 128x128 on the H200, 4.04 -> 4.06). Untied, RMS rows lost
-// (rmsnorm 65536x128 12.75 -> 13.13 on the H200: ptxas moved the weight
-// loads after the row's sums); tied, LayerNorm rows gave up their gain (H100
-// layernorm 4096x128 4.82 -> 4.92, 65536x128 15.98 -> 16.10). Groups of four
-// lanes keep the run-time form: specialized, the two shapes that fill one
-// wave ran slower on both GPUs (rmsnorm 16384x128 6.53 -> 6.74 / 7.29 ->
-// 7.60, l2norm_fwd 65536x64 8.46 -> 8.65 / 10.31 -> 10.32; the SASS shows
-// nothing that explains it), and the one that does not gained less than 1%.
+// length and strides as constants where the rows are contiguous (NCOLS), no
+// row checks where the groups cover the rows exactly (EXACT), and RMS rows
+// tied to their weights (TIE; untied, ptxas moved the weight loads after
+// the row's sums, and LayerNorm rows lose with the tie). The row's loads
+// then issue after 16 instructions instead of 33 (l2norm_fwd 65536x128).
+// Groups of four lanes keep the run-time form: specialized, the shapes that
+// fill one wave ran slower (see NOTES.md).
 func (k kernelKey) withRows(c config, rows, n int, strides []int64) kernelKey {
 	if c.looped || !c.waves || c.group < compiledGroup {
 		return k
@@ -157,15 +115,6 @@ func (k kernelKey) withRows(c config, rows, n int, strides []int64) kernelKey {
 	return k
 }
 
-var cTypes = map[tensor.DType]string{tensor.BF16: "bf16", tensor.F16: "f16", tensor.F32: "float"}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // kernel describes the specialization as a jit.Kernel.
 func (k kernelKey) kernel() jit.Kernel {
 	entry := "norm_rows"
@@ -177,12 +126,12 @@ func (k kernelKey) kernel() jit.Kernel {
 		Source: normSource,
 		Entry:  entry,
 		Defines: jit.Defines(map[string]any{
-			"DTYPE": cTypes[k.dtype], "KIND": int(k.op), "ADD": int(k.add), "WEIGHT": int(k.weight),
-			"BIAS": b2i(k.bias), "VEC": k.vec, "EVEN": b2i(k.even), "FULL": b2i(k.full), "EARLY": b2i(k.early), "VPT": max(k.perThread, 1), "GROUP": k.group,
-			"PREFETCH": b2i(k.prefetch), "WAVES": b2i(k.waves), "LOOPED": b2i(k.looped), "CACHE": b2i(k.cache),
-			"THREADS": k.bound, "RELOAD": b2i(k.reload), "HINT": b2i(k.hint),
-			"ONEPASS": b2i(k.onePass), "PAD": b2i(k.pad), "STATS": b2i(k.stats), "TIE": b2i(k.tie),
-			"OFF32": b2i(k.off32), "NCOLS": k.ncols, "EXACT": b2i(k.exact),
+			"DTYPE": k.dtype, "KIND": int(k.op), "ADD": int(k.add), "WEIGHT": int(k.weight),
+			"BIAS": k.bias, "VEC": k.vec, "EVEN": k.even, "FULL": k.full, "EARLY": k.early, "VPT": max(k.perThread, 1), "GROUP": k.group,
+			"PREFETCH": k.prefetch, "WAVES": k.waves, "LOOPED": k.looped, "CACHE": k.cache,
+			"THREADS": k.bound, "RELOAD": k.reload, "HINT": k.hint,
+			"ONEPASS": k.onePass, "PAD": k.pad, "STATS": k.stats, "TIE": k.tie,
+			"OFF32": k.off32, "NCOLS": k.ncols, "EXACT": k.exact,
 		}),
 	}
 }
@@ -206,15 +155,31 @@ func (j *job) vectorOK() bool {
 	return true
 }
 
-func (j *job) shape() rowShape {
-	return rowShape{rows: j.rows(), n: j.n(), elemSize: j.x.DType().Size(), heldFP32: j.add == addFP32,
-		cachesTwo: j.op == opL2Backward, twoPass: j.op == opLayer, fused: j.add != addNone, vector: j.vectorOK()}
+// variant is the part of the kernel key the job's op, options and
+// optional tensors fix, before the launch configuration.
+func (j *job) variant() kernelKey {
+	return kernelKey{dtype: j.x.DType(), op: j.op, add: j.add, weight: j.weight, bias: j.b != nil,
+		pad: j.nOut > j.n(), stats: j.rstd != nil || j.mean != nil}
 }
 
+// shape is what the variant k's launch configuration depends on, for rows
+// of n whose starts are 16-byte aligned where vector is set.
+func (k kernelKey) shape(rows, n int, vector bool) rowShape {
+	return rowShape{rows: rows, n: n, elemSize: k.dtype.Size(), heldFP32: k.add == addFP32,
+		cachesTwo: k.op == opL2Backward, twoPass: k.op == opLayer, fused: k.add != addNone, vector: vector}
+}
+
+// forLaunch is the variant k specialized for configuration c on rows of n
+// with the given row strides (see withRows).
+func (k kernelKey) forLaunch(c config, rows, n int, strides []int64) kernelKey {
+	return k.withConfig(c, n).withRows(c, rows, n, strides)
+}
+
+func (j *job) shape() rowShape { return j.variant().shape(j.rows(), j.n(), j.vectorOK()) }
+
 func (j *job) key(c config) kernelKey {
-	k := kernelKey{dtype: j.x.DType(), op: j.op, add: j.add, weight: j.weight, bias: j.b != nil,
-		pad: j.nOut > j.n(), stats: j.rstd != nil || j.mean != nil}.withConfig(c, j.n())
-	return k.withRows(c, j.rows(), j.n(), []int64{rowStride(j.y), rowStride(j.residualOut), rowStride(j.x), rowStride(j.x2)})
+	return j.variant().forLaunch(c, j.rows(), j.n(),
+		[]int64{rowStride(j.y), rowStride(j.residualOut), rowStride(j.x), rowStride(j.x2)})
 }
 
 func ptrOf(t *tensor.Tensor) cuda.DevicePtr {
@@ -291,4 +256,85 @@ func (j *job) launchWith(s *cuda.Stream, c config) error {
 		I64(rowStride(j.y)).I64(rowStride(j.residualOut)).I64(rowStride(j.x)).I64(rowStride(j.x2)).
 		F32(float32(j.eps)).F32(float32(j.denom)).F32(float32(1 / j.denom))
 	return fn.Launch(cuda.LaunchConfig{Grid: cuda.D1(c.grid), Block: cuda.D1(c.threads), Shared: c.shared, Stream: s}, args)
+}
+
+// Prepare compiles, in parallel, the kernels norm uses most on dev: those
+// of bf16 calls on contiguous rows without the optional outputs,
+//
+//	ops                                          row lengths              rows
+//	RMSNorm, LayerNorm and their FusedAdd forms  2048, 4096, 7168, 8192   1, 32, 4096, 16384
+//	the same, L2Norm, L2NormBackward             64, 128, 256             128, 4096, 16384, 65536, 262144
+//	RMSNorm, FusedAddRMSNorm with PadTo 256      2880                     1, 4096, 16384
+//
+// Calling it once at start-up keeps NVRTC out of the first calls; any
+// other kernel is compiled on first use. A nil dev is an error.
+func Prepare(dev *cuda.Device) error {
+	if dev == nil {
+		return &tensor.ArgError{Op: "norm.Prepare", Arg: "dev", Msg: "is nil"}
+	}
+	keys := prepared(dev.Props())
+	ks := make([]jit.Kernel, len(keys))
+	for i, k := range keys {
+		ks[i] = k.kernel()
+	}
+	return jit.Prepare(dev, ks)
+}
+
+// preparedCalls are the calls Prepare compiles for: a variant (the kernel
+// key an op and its options fix) on rows of each width, each number of rows.
+type preparedCalls struct {
+	v            kernelKey
+	padTo        int
+	widths, rows []int
+}
+
+var preparedShapes = func() []preparedCalls {
+	rms := kernelKey{op: opRMS, weight: weightPlain}
+	fusedRMS := kernelKey{op: opRMS, add: addRounded, weight: weightPlain}
+	layer := kernelKey{op: opLayer, weight: weightPlain, bias: true}
+	fusedLayer := kernelKey{op: opLayer, add: addRounded, weight: weightPlain, bias: true}
+	hidden, tokens := []int{2048, 4096, 7168, 8192}, []int{1, 32, 4096, 16384}
+	heads, headRows := []int{64, 128, 256}, []int{128, 4096, 16384, 65536, 262144}
+	var out []preparedCalls
+	for _, v := range []kernelKey{rms, fusedRMS, layer, fusedLayer} {
+		out = append(out, preparedCalls{v, 0, hidden, tokens}, preparedCalls{v, 0, heads, headRows})
+	}
+	rmsPad, fusedPad := rms, fusedRMS
+	rmsPad.pad, fusedPad.pad, fusedPad.add = true, true, addFP32
+	gptOSS := []int{1, 4096, 16384}
+	return append(out, preparedCalls{kernelKey{op: opRMS}, 0, heads, headRows},
+		preparedCalls{kernelKey{op: opL2Backward}, 0, heads, headRows},
+		preparedCalls{rmsPad, 256, []int{2880}, gptOSS}, preparedCalls{fusedPad, 256, []int{2880}, gptOSS})
+}()
+
+// prepared lists the specializations Prepare compiles on a device of props p.
+func prepared(p cuda.Props) []kernelKey {
+	seen := map[kernelKey]bool{}
+	var out []kernelKey
+	for _, sh := range preparedShapes {
+		v := sh.v
+		v.dtype = tensor.BF16
+		for _, n := range sh.widths {
+			nOut := n
+			if sh.padTo > 0 {
+				nOut = intmath.RoundUp(n, sh.padTo)
+			}
+			var res, x2 int64 // the residual output's and the second input's strides
+			if v.add != addNone {
+				res, x2 = int64(n), int64(n)
+			}
+			if v.op == opL2Backward {
+				x2 = int64(n)
+			}
+			for _, rows := range sh.rows {
+				c := pickConfig(p, v.shape(rows, n, true))
+				k := v.forLaunch(c, rows, n, []int64{int64(nOut), res, int64(n), x2})
+				if !seen[k] {
+					seen[k] = true
+					out = append(out, k)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -16,6 +16,9 @@
 // (tensor.Same) — y with x, residualOut with residual, dx with dy — which is
 // how vLLM runs fused_add_rmsnorm in place. Any other overlap between an
 // output and another argument is an error.
+//
+// Kernels are compiled by NVRTC on first use, each specialized for its
+// call's shape; Prepare compiles the most used ones ahead.
 package norm
 
 import (
@@ -286,10 +289,10 @@ func stream(s *cuda.Stream, t *tensor.Tensor) *cuda.Stream {
 // r. With o.PadTo > 0, y is [M, ceil(N/PadTo)·PadTo] and its extra columns
 // are +0.0 (rmsnorm_pad). y may be x itself (in place).
 //
-// The sum of squares is accumulated in fp32 (spec §1.1): a row whose sum
-// passes fp32's range (|x| above about 1.8e19) gets r = 0, and an Inf in a
-// row makes that element NaN and its finite elements 0, as torch's
-// x·rsqrt(mean(x²) + eps) does. The same holds for L2Norm.
+// The sum of squares is accumulated in fp32: a row whose sum passes fp32's
+// range (|x| above about 1.8e19) gets r = 0, and an Inf in a row makes that
+// element NaN and its finite elements 0, as torch's x·rsqrt(mean(x²) + eps)
+// does. The same holds for L2Norm.
 func RMSNorm(s *cuda.Stream, y, x, w *tensor.Tensor, o Options) error {
 	j := &job{op: opRMS, weight: weightOf(o), y: y, x: x, w: w, rstd: o.RStd, eps: o.eps()}
 	if err := j.validate(s, "norm.RMSNorm", rmsNames, o); err != nil {
@@ -301,10 +304,10 @@ func RMSNorm(s *cuda.Stream, y, x, w *tensor.Tensor, o Options) error {
 
 // FusedAddRMSNorm computes s = x + residual, stores s into residualOut and
 // y = RMSNorm(s) (see RMSNorm) into y. The sum is rounded to the dtype and
-// the statistics are taken from the rounded sum, so residualOut and y agree
-// (spec §1.2); with o.PadTo > 0 it follows AITER's pad kernel instead: the
-// sum stays in fp32 for y and is rounded only into residualOut, which is
-// [M, N] while y is padded.
+// the statistics are taken from the rounded sum, so that y is RMSNorm of
+// exactly what residualOut holds; with o.PadTo > 0 it follows AITER's pad
+// kernel instead: the sum stays in fp32 for y and is rounded only into
+// residualOut, which is [M, N] while y is padded.
 //
 // In place, as vLLM runs it, is passing y = x and residualOut = residual.
 func FusedAddRMSNorm(s *cuda.Stream, y, residualOut, x, residual, w *tensor.Tensor, o Options) error {

@@ -8,107 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
-	"github.com/gokittens/kittens/internal/intmath"
-	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/tensor"
 )
-
-// TestParity runs every registered case: on the GPU against the CPU
-// reference, or the reference alone without one.
-func TestParity(t *testing.T) {
-	if dev := gputest.Maybe(t); dev != nil {
-		prepare(t, dev, false)
-	}
-	gputest.RunChecks(t, Suite())
-}
-
-// BenchmarkNorm times every registered bench case (GPU only).
-func BenchmarkNorm(b *testing.B) {
-	prepare(b, gputest.Device(b), true)
-	gputest.RunBenches(b, Suite())
-}
-
-// variant is the part of the kernel key an op and its options fix.
-func (d *opDef) variant(zeroCentered bool) kernelKey {
-	k := kernelKey{op: d.kind, bias: d.bias}
-	if d.weighted {
-		k.weight = weightOf(Options{ZeroCentered: zeroCentered})
-	}
-	if d.fused {
-		k.add = rmsAdd(Options{PadTo: d.padTo}) // LayerNorm has no pad variant
-	}
-	return k
-}
-
-// prepare compiles in parallel the specializations the registered cases
-// will launch (foreseen from their shapes; device allocations are 256-byte
-// aligned), so that the cases do not compile them one at a time.
-func prepare(tb testing.TB, dev *cuda.Device, benches bool) {
-	keys := map[kernelKey]bool{}
-	add := func(d *opDef, dt tensor.DType, rows, n, nOut, stride, yStride int, zeroCentered, stats bool) {
-		if rows == 0 {
-			return // nothing is launched
-		}
-		k := d.variant(zeroCentered)
-		k.pad, k.stats = nOut > n, stats && d.kind != opL2Backward
-		vec := 16 / dt.Size()
-		shape := rowShape{rows: rows, n: n, elemSize: dt.Size(), heldFP32: k.add == addFP32, cachesTwo: k.op == opL2Backward,
-			twoPass: k.op == opLayer, fused: d.fused, vector: stride%vec == 0 && yStride%vec == 0}
-		c := pickConfig(dev.Props(), shape)
-		k.dtype = dt
-		keys[k.withConfig(c, n)] = true
-	}
-	for _, d := range ops {
-		if benches {
-			for _, sh := range d.benches {
-				add(d, tensor.BF16, sh.rows, sh.n, d.nOut(sh.n), sh.n, d.nOut(sh.n), false, false)
-			}
-			if d.padTo > 0 {
-				for _, sh := range gptOSSShapes {
-					nOut := intmath.CeilDiv(sh.n, gptOSSPad) * gptOSSPad
-					add(d, tensor.BF16, sh.rows, sh.n, nOut, sh.n, nOut, false, false)
-				}
-			}
-			continue
-		}
-		for _, c := range d.cases {
-			for _, dt := range activationDTypes {
-				stride, yStride := c.n, d.nOut(c.n)
-				if c.stride > 0 {
-					stride, yStride = c.stride, c.stride+d.nOut(c.n)-c.n
-				}
-				if c.inPlace {
-					yStride = stride
-				}
-				add(d, dt, c.rows, c.n, d.nOut(c.n), stride, yStride, c.zeroCentered, c.stats)
-			}
-		}
-	}
-	var ks []jit.Kernel
-	for k := range keys {
-		ks = append(ks, k.kernel())
-	}
-	start := time.Now()
-	if err := jit.Prepare(dev, ks); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Logf("prepared %d kernels in %v", len(ks), time.Since(start))
-	// The resource report: registers bound occupancy; local memory means spills.
-	for k := range keys {
-		fn, err := kernels.Get(dev, nil, k)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		regs, _ := fn.Attribute(cuda.FuncNumRegs)
-		local, _ := fn.Attribute(cuda.FuncLocalSizeBytes)
-		if benches || local > 0 {
-			tb.Logf("%v: %d registers, %d bytes local", k.kernel().Defines, regs, local)
-		}
-	}
-}
 
 // host returns a host tensor holding vals (row-major).
 func host(dt tensor.DType, vals []float64, shape ...int) *tensor.Tensor {
@@ -640,26 +543,75 @@ func TestMixedLocations(t *testing.T) {
 	}
 }
 
-// TestLayerNormStridingGrid runs LayerNorm's resident, row-striding grid,
-// where a block prefetches its next row, in every dtype (the registered
-// cases reach it in bf16 only) against the reference, with the statistics
-// written: 3000 rows of 1040 are more rows than the grid has blocks.
-func TestLayerNormStridingGrid(t *testing.T) {
+// TestStreamOfAnotherDevice: a stream of a device other than the tensors'
+// is an error naming s, before anything is written or launched.
+func TestStreamOfAnotherDevice(t *testing.T) {
 	dev := gputest.Device(t)
-	i := slices.IndexFunc(ops, func(d *opDef) bool { return d.name == "layernorm" })
-	c := caseSpec{rows: 3000, n: 1040, stats: true}
-	rng := rand.New(rand.NewPCG(7, 8))
-	for _, dt := range activationDTypes {
-		cfg := pickConfig(dev.Props(), rowShape{rows: c.rows, n: c.n, elemSize: dt.Size(), twoPass: true, vector: true})
-		if !cfg.prefetch {
-			t.Fatalf("%v: %+v does not stride", dt, cfg)
-		}
-		r, err := check.Run(dev, ops[i].spec(c, dt, rng))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !r.Pass {
-			t.Errorf("%v %dx%d: %v", dt, c.rows, c.n, r)
+	x, err := tensor.New(tensor.BF16, 4, 8).ToDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Free()
+	w, err := tensor.New(tensor.BF16, 8).ToDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Free()
+	other := &cuda.Device{Ordinal: dev.Ordinal + 1}
+	err = RMSNorm(other.DefaultStream(), x, x, w, Options{})
+	if err == nil || !strings.Contains(err.Error(), "argument s:") {
+		t.Fatalf("error %v, want one naming argument s", err)
+	}
+}
+
+// TestPrepare: a nil device is an error; on a GPU every kernel Prepare
+// lists compiles and loads.
+func TestPrepare(t *testing.T) {
+	if err := Prepare(nil); err == nil || !strings.Contains(err.Error(), "argument dev: is nil") {
+		t.Fatalf("Prepare(nil) = %v, want an error naming dev", err)
+	}
+	dev := gputest.Device(t)
+	start := time.Now()
+	if err := Prepare(dev); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d kernels prepared in %v", len(prepared(dev.Props())), time.Since(start))
+}
+
+// TestPreparedCoversTypicalCalls checks, on a simulated H100, that the
+// kernels of calls Prepare's doc names are among those it compiles.
+func TestPreparedCoversTypicalCalls(t *testing.T) {
+	keys := map[kernelKey]bool{}
+	for _, k := range prepared(propsH100) {
+		keys[k] = true
+	}
+	const bf = tensor.BF16
+	for _, c := range []struct {
+		name    string
+		rows, n int
+		call    func(y, x *tensor.Tensor, n int) *job
+	}{
+		{"rmsnorm", 32, 7168, func(y, x *tensor.Tensor, n int) *job {
+			return &job{op: opRMS, weight: weightPlain, y: y, x: x, w: tensor.New(bf, n)}
+		}},
+		{"fused_add_rmsnorm", 1, 4096, func(y, x *tensor.Tensor, n int) *job {
+			return &job{op: opRMS, add: addRounded, weight: weightPlain, y: y, x: x, x2: tensor.New(bf, 1, n),
+				residualOut: tensor.New(bf, 1, n), w: tensor.New(bf, n)}
+		}},
+		{"layernorm", 4096, 2048, func(y, x *tensor.Tensor, n int) *job {
+			return &job{op: opLayer, weight: weightPlain, y: y, x: x, w: tensor.New(bf, n), b: tensor.New(bf, n)}
+		}},
+		{"qk rmsnorm", 16384, 128, func(y, x *tensor.Tensor, n int) *job {
+			return &job{op: opRMS, weight: weightPlain, y: y, x: x, w: tensor.New(bf, n)}
+		}},
+		{"l2norm_bwd", 65536, 64, func(y, x *tensor.Tensor, n int) *job {
+			return &job{op: opL2Backward, y: y, x: x, x2: tensor.New(bf, 65536, n), rstdIn: tensor.New(tensor.F32, 65536)}
+		}},
+	} {
+		j := c.call(tensor.New(bf, c.rows, c.n), tensor.New(bf, c.rows, c.n), c.n)
+		j.nOut = c.n
+		if k := j.key(pickConfig(propsH100, j.shape())); !keys[k] {
+			t.Errorf("%s %dx%d: %+v is not prepared", c.name, c.rows, c.n, k)
 		}
 	}
 }

@@ -17,17 +17,15 @@ import (
 	"github.com/gokittens/kittens/tensor"
 )
 
-// BenchmarkSweep times launch shapes the picker might choose, on the shapes
-// whose bandwidth or latency matters most, so the picker's constants come
-// from one measured table. It runs only when KITTENS_NORM_SWEEP is set (a GPU
-// and a few minutes): to a regexp, it sweeps the shapes whose "op MxN"
-// matches it ("1" sweeps all), and KITTENS_NORM_SWEEP_CONFIG, a regexp over
-// a config as the lines print it, narrows the alternatives (see
-// sweepConfigs). First it times the launch floor (bench.Floor), this
-// process's floor under every time it prints. Each config is first checked
-// against the CPU reference on the shape's first rows (a mismatch is
-// printed and not timed). Each line: op, shape, config, µs, GB/s; the first
-// two lines of a shape are the picker's own choice, marked "(picker)".
+// BenchmarkSweep times the launch shapes the picker might choose on the
+// shapes whose bandwidth or latency matters most, each first checked
+// against the CPU reference on its first rows (a mismatch is printed, not
+// timed). It runs only with KITTENS_NORM_SWEEP set: "1" sweeps every shape,
+// otherwise it is a regexp over "op MxN"; KITTENS_NORM_SWEEP_CONFIG, a
+// regexp over a config as the lines print it, narrows the alternatives (see
+// sweepConfigs). Output: the launch floor (bench.Floor), then a line per
+// config (op, shape, config, µs, GB/s), the picker's own first, twice,
+// marked "(picker)".
 func BenchmarkSweep(b *testing.B) {
 	filter := os.Getenv("KITTENS_NORM_SWEEP")
 	if filter == "" {
@@ -336,7 +334,7 @@ func (sh sweepShape) check(dev *cuda.Device, c config) (check.Report, error) {
 		return []**tensor.Tensor{&j.x, &j.y, &j.w, &j.b, &j.x2, &j.residualOut, &j.rstdIn}
 	}
 	spec.Outputs, spec.Poison = []int{1}, []int{1}
-	spec.Tol = map[int]check.Tolerance{1: normTol}
+	spec.Tol = map[int]check.Tolerance{1: {Atol: 2e-2, Rtol: 2e-2, RelNorm: 8e-3}} // the parity cases' bf16 bound on normalized outputs
 	if j.residualOut != nil {
 		ro := slices.Index(spec.Tensors, j.residualOut)
 		spec.Outputs, spec.Poison = append(spec.Outputs, ro), append(spec.Poison, ro)

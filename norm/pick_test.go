@@ -163,6 +163,18 @@ func TestPickConfigChoices(t *testing.T) {
 	}
 }
 
+// TestPickConfigLayerNormStrides: 3000 LayerNorm rows of 1040, the shape
+// normtest's TestLayerNormStridingGrid checks on the GPU, take the resident,
+// row-striding grid that prefetches the next row, in every dtype.
+func TestPickConfigLayerNormStrides(t *testing.T) {
+	for _, dt := range activationDTypes {
+		c := pickConfig(propsH100, rowShape{rows: 3000, n: 1040, elemSize: dt.Size(), twoPass: true, vector: true})
+		if !c.prefetch || c.waves || c.looped {
+			t.Errorf("%v: %+v does not stride with prefetch", dt, c)
+		}
+	}
+}
+
 // TestPickConfigInvariants sweeps row lengths, dtypes and alignments on both
 // simulated devices: every configuration must cover the row, fit the block
 // limits and never ask for more shared memory than the device has.
