@@ -51,7 +51,7 @@ const (
 
 var kindNames = [numKinds]string{"silu", "gelu", "gelu_tanh", "relu", "tanh"}
 
-// String returns the activation's name as the registry uses it ("silu").
+// String returns the activation's name ("silu", "gelu_tanh").
 func (k Kind) String() string {
 	if k < 0 || k >= numKinds {
 		return fmt.Sprintf("Kind(%d)", int(k))

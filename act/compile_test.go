@@ -11,8 +11,8 @@ import (
 // Prepare names (see gputest.CompileAll).
 func TestKernelsCompile(t *testing.T) {
 	var kernels []jit.Kernel
-	for _, sp := range prepared() {
-		kernels = append(kernels, sp.kernel())
+	for _, k := range prepared() {
+		kernels = append(kernels, k.kernel())
 	}
 	gputest.CompileAll(t, kernels)
 }

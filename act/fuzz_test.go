@@ -1,10 +1,12 @@
-package act
+package act_test
 
 import (
 	"math"
 	"slices"
 	"testing"
 
+	"github.com/gokittens/kittens/act"
+	"github.com/gokittens/kittens/act/acttest"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/fuzzargs"
 	"github.com/gokittens/kittens/tensor"
@@ -22,7 +24,7 @@ import (
 // elements, and write there what the op gives for the dense copies.
 func FuzzUnary(f *testing.F) {
 	fuzzargs.AddRandomSeeds(f, 24)
-	ops := []func(s *cuda.Stream, y, x *tensor.Tensor) error{SiLU, GELU, GELUTanh, ReLU, Tanh}
+	ops := []func(s *cuda.Stream, y, x *tensor.Tensor) error{act.SiLU, act.GELU, act.GELUTanh, act.ReLU, act.Tanh}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a := newFuzzArena(data)
 		var op func(y, x *tensor.Tensor) error
@@ -31,7 +33,7 @@ func FuzzUnary(f *testing.F) {
 			op = func(y, x *tensor.Tensor) error { return fn(nil, y, x) }
 		} else {
 			kind := a.kind()
-			op = func(y, x *tensor.Tensor) error { return Unary(nil, y, x, kind) }
+			op = func(y, x *tensor.Tensor) error { return act.Unary(nil, y, x, kind) }
 		}
 		var x, y *tensor.Tensor
 		if !a.In.One(32) {
@@ -63,7 +65,7 @@ func FuzzUnary(f *testing.F) {
 // writes only y's elements, with the values dense copies give.
 func FuzzGated(f *testing.F) {
 	fuzzargs.AddRandomSeeds(f, 24)
-	named := []func(s *cuda.Stream, y, x *tensor.Tensor) error{SiLUAndMul, MulAndSiLU, GELUAndMul, GELUTanhAndMul}
+	named := []func(s *cuda.Stream, y, x *tensor.Tensor) error{act.SiLUAndMul, act.MulAndSiLU, act.GELUAndMul, act.GELUTanhAndMul}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a := newFuzzArena(data)
 		var op func(y, x *tensor.Tensor) error
@@ -73,10 +75,10 @@ func FuzzGated(f *testing.F) {
 			op = func(y, x *tensor.Tensor) error { return fn(nil, y, x) }
 		case i == len(named):
 			layout := a.layout()
-			op = func(y, x *tensor.Tensor) error { return SwiGLU(nil, y, x, layout) }
+			op = func(y, x *tensor.Tensor) error { return act.SwiGLU(nil, y, x, layout) }
 		default:
-			o := GatedOptions{Kind: a.kind(), Layout: a.layout(), GateSecond: a.In.One(2), Limit: a.limit()}
-			op = func(y, x *tensor.Tensor) error { return Gated(nil, y, x, o) }
+			o := act.GatedOptions{Kind: a.kind(), Layout: a.layout(), GateSecond: a.In.One(2), Limit: a.limit()}
+			op = func(y, x *tensor.Tensor) error { return act.Gated(nil, y, x, o) }
 		}
 		var x, y *tensor.Tensor
 		if a.In.One(8) {
@@ -131,7 +133,7 @@ func denseRef(op func(y, x *tensor.Tensor) error, y, x *tensor.Tensor) func() ([
 // collapses reports whether t (of rank ≥ 1) is rows of one stride, the
 // layouts the package doc accepts.
 func collapses(t *tensor.Tensor) bool {
-	_, _, ok := rowsOf(t)
+	_, _, ok := act.RowsOf(t)
 	return ok
 }
 
@@ -150,15 +152,15 @@ func (a fuzzArena) tensor(dt tensor.DType, shape []int) *tensor.Tensor {
 		if m := a.In.N(4); m == 0 || dt == tensor.U8 {
 			a.Scramble(x)
 		} else {
-			fill(x, a.Rand, filling(m-1))
+			acttest.Fill(x, a.Rand, acttest.Filling(m-1))
 		}
 	}
 	return x
 }
 
 var (
-	fuzzBadKinds = []Kind{numKinds, -1, 1 << 40, math.MinInt}
-	fuzzLimits   = []float64{0, 0, 0.5, 1, 2.5, SwiGLULimit, 1e30, math.MaxFloat64, math.SmallestNonzeroFloat64,
+	fuzzBadKinds = []act.Kind{act.NumKinds, -1, 1 << 40, math.MinInt}
+	fuzzLimits   = []float64{0, 0, 0.5, 1, 2.5, act.SwiGLULimit, 1e30, math.MaxFloat64, math.SmallestNonzeroFloat64,
 		math.Copysign(0, -1), -1, -math.SmallestNonzeroFloat64, math.NaN(), math.Inf(1), math.Inf(-1)}
 )
 
@@ -175,21 +177,21 @@ func (a fuzzArena) likeShape(x *tensor.Tensor, gated bool) []int {
 }
 
 // kind returns an activation, now and then an unknown one.
-func (a fuzzArena) kind() Kind {
+func (a fuzzArena) kind() act.Kind {
 	b := a.In.Byte()
 	if b >= 224 {
 		return fuzzBadKinds[b%len(fuzzBadKinds)]
 	}
-	return Kind(b % int(numKinds))
+	return act.Kind(b % int(act.NumKinds))
 }
 
 // layout returns Halves or Interleaved, now and then an unknown layout.
-func (a fuzzArena) layout() Layout {
+func (a fuzzArena) layout() act.Layout {
 	b := a.In.Byte()
 	if b >= 224 {
-		return []Layout{2, -1, 1 << 40}[b%3]
+		return []act.Layout{2, -1, 1 << 40}[b%3]
 	}
-	return Layout(b % 2)
+	return act.Layout(b % 2)
 }
 
 // limit returns a clamp limit, valid or not.

@@ -35,13 +35,12 @@ func (v variant) String() string {
 	return fmt.Sprintf("v%d u%d b%d w%d single %v", v.vec, v.unroll, v.block, v.waves, v.single)
 }
 
-// TestSweep is for tuning and runs only with KITTENS_ACT_SWEEP=1: it
-// measures the copy bandwidth, then times launch configurations (elements
-// per access, items per thread, block size, grid cap in waves of resident
-// blocks) on the benchmark shapes whose name matches KITTENS_ACT_SWEEP_CASES
-// (all when unset), each twice, and prints one line per configuration.
-// Inputs are allocated once per shape and rotated as bench.Measure does.
-// See launch.go for what the sweeps showed.
+// TestSweep is the tuning tool behind pick.go; it runs only with
+// KITTENS_ACT_SWEEP=1. It times every launch configuration (elements per
+// access, items per thread, block size, grid cap in waves of resident
+// blocks, SINGLE) on the shapes whose name matches KITTENS_ACT_SWEEP_CASES
+// (all when unset), in two passes, and prints one line per configuration
+// with its share of the copy bandwidth, then the best.
 func TestSweep(t *testing.T) {
 	if os.Getenv("KITTENS_ACT_SWEEP") != "1" {
 		t.Skip("set KITTENS_ACT_SWEEP=1 to run")
@@ -98,7 +97,7 @@ func TestSweep(t *testing.T) {
 		for _, v := range variants {
 			pr := problem{gated: c.gated, kind: c.kind, dtype: tensor.BF16, layout: c.params.Layout,
 				gateSecond: c.params.GateSecond, limit: c.params.Limit, alpha: c.params.alpha, upAdd: c.params.upAdd}
-			ks = append(ks, pr.spec(config{vec: v.vec, unroll: v.unroll, single: v.single}).kernel())
+			ks = append(ks, pr.key(config{vec: v.vec, unroll: v.unroll, single: v.single}).kernel())
 		}
 	}
 	if err := jit.Prepare(dev, ks); err != nil {
@@ -131,7 +130,7 @@ func TestSweep(t *testing.T) {
 			p := problemOf(pool[0])
 			cfg := config{vec: min(v.vec, pickVec(p)), unroll: v.unroll, block: v.block}
 			cfg.single = v.single && p.cols%cfg.vec == 0
-			fn, err := kernels.Get(dev, nil, p.spec(cfg))
+			fn, err := kernels.Get(dev, nil, p.key(cfg))
 			if err != nil {
 				t.Fatal(err)
 			}
