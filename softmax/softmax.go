@@ -12,11 +12,12 @@
 // dimension contiguous; row strides may exceed N. y may be x itself (in
 // place), but must not otherwise share storage with it.
 //
-// Special values follow the spec (kernels-a §3.1), with no special handling:
-// a NaN anywhere in a row makes the whole row NaN, a row of −inf gives NaN
-// (0/0) and +inf gives NaN (inf − inf); these are values v, so a row of the
-// lowest finite f32 or bf16 value scaled by 2 is a row of −inf. N = 1 gives
-// 1 for every finite v. M = 0 or N = 0 does nothing.
+// Special values need no special handling: a NaN anywhere in a row makes
+// the whole row NaN, a row of −inf gives NaN (0/0) and +inf gives NaN
+// (inf − inf); these are values v, so a row of the lowest finite f32 or bf16
+// value scaled by 2 is a row of −inf. A row with some −inf values and a
+// finite one (a masked row) is a distribution with zeros at the −inf
+// values. N = 1 gives 1 for every finite v. M = 0 or N = 0 does nothing.
 //
 // On the device, short rows (up to 512 bf16 or 256 f32 elements when rows
 // are 16-byte aligned) are shared by a few lanes of a warp, many rows per
@@ -25,31 +26,23 @@
 // On Hopper, rows of at least 16 KiB (2 MiB in all) whose starts are 16-byte
 // aligned and whose length is a whole number of 16 bytes are copied into the
 // shared memory of their block or cluster (up to 16 blocks) with bulk
-// asynchronous copies, reduced there and written from there: x is read
+// asynchronous copies, reduced there and written from there, so x is read
 // once at any length that fits the cluster's shared memory (about 1.8 MB a
-// row on an H200). With many long rows, one wave of resident clusters (as
-// many as the driver says fit at once) walks them, each loading its next
-// rows while it writes one. Elsewhere, while a row's share fits the registers of its block (up
-// to 131,072 bf16 or 65,536 f32 elements over a cluster), x is read once;
-// longer rows take two passes, the second mostly served from L2. Short
-// rows, and rows that take one block and at most 32 bytes of x a thread,
-// run on persistent blocks that load their next rows while reducing the
-// current ones.
+// row on an H200); with many long rows, one wave of resident clusters walks
+// them, each loading its next rows while it writes one. Elsewhere x is read
+// once while a row's share fits the registers of its block (up to 131,072
+// bf16 or 65,536 f32 elements over a cluster); longer rows take two passes,
+// the second mostly served from L2. Prepare compiles the kernels of common
+// calls ahead of time.
 package softmax
 
 import (
-	_ "embed"
-	"fmt"
 	"math"
-	"sync"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/jit"
 	"github.com/gokittens/kittens/tensor"
 )
-
-//go:embed softmax.cu
-var source string
 
 // Options tune Softmax.
 type Options struct {
@@ -88,9 +81,6 @@ func Softmax(s *cuda.Stream, y, x *tensor.Tensor, o Options) error {
 	}
 	v.Check(x.Dim(0) <= maxRows, "x", "has %d rows, more than the kernel's %d", x.Dim(0), maxRows)
 	v.Check(x.Dim(1) <= maxCols, "x", "has %d columns, more than the kernel's %d", x.Dim(1), maxCols)
-	if x.IsDevice() && s != nil && s.Device() != x.Device() {
-		v.Failf("s", "is a stream of device %d but x is on device %d", s.Device().Ordinal, x.Device().Ordinal)
-	}
 	if err := v.Err(); err != nil {
 		return err
 	}
@@ -108,150 +98,54 @@ func Softmax(s *cuda.Stream, y, x *tensor.Tensor, o Options) error {
 	return launch(s, y, x, scale)
 }
 
-// kernels holds softmax_fwd per specialization and device.
-var kernels = jit.Funcs[spec]{Kernel: func(sp spec) jit.Kernel {
-	entry := "softmax_fwd"
-	if sp.Bulk {
-		entry = "softmax_bulk"
-	}
-	return jit.Kernel{File: "softmax/softmax.cu", Source: source, Entry: entry, Defines: sp.defines()}
-}}
-
-// defines specializes softmax.cu.
-func (sp spec) defines() []string {
-	if sp.Bulk {
-		return jit.Defines(map[string]any{"DTYPE": sp.dtypeName(), "VEC": sp.Vec, "MAXT": sp.MaxT, "BULK": 1,
-			"EVICT_LAST": b2i(sp.EvictLast)})
-	}
-	return jit.Defines(map[string]any{"DTYPE": sp.dtypeName(), "VEC": sp.Vec, "NVEC": sp.NVec, "GROUP": sp.Group,
-		"MAXT": sp.MaxT, "PREFETCH": b2i(sp.Prefetch), "EVICT_LAST": b2i(sp.EvictLast), "FULL": b2i(sp.Full),
-		"OFF32": b2i(sp.Off32), "NCOLS": sp.NCols, "EXACT": b2i(sp.Exact), "ONCE": b2i(sp.Once)})
+// preparedCalls are the [M, N] calls Prepare compiles for, in every dtype.
+var preparedCalls = [][2]int{
+	{4096, 128}, {16384, 128}, {65536, 128}, // attention-head and router scores
+	{4096, 4096}, {16384, 8192}, // hidden-size rows
+	{16, 32768}, {256, 32768}, {16, 131072}, {256, 131072}, {16, 262144}, {256, 262144}, // long rows
+	{64, 151936}, // a sampling batch over a vocabulary
 }
 
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func launch(s *cuda.Stream, y, x *tensor.Tensor, scale float32) error {
-	dev := x.Device()
-	if s == nil {
-		s = dev.DefaultStream()
-	}
-	m, n := x.Dim(0), x.Dim(1)
-	vec := vecWidth(x.DType().Size(), []uint64{uint64(x.Ptr()), uint64(y.Ptr())}, []int{x.Stride(0), y.Stride(0)}, m)
-	return run(s, y, x, scale, pickConfig(dev.Props(), m, n, x.DType(), vec))
-}
-
-type occKey struct {
-	fn                   *cuda.Function
-	block, smem, cluster int
-}
-
-// occ caches occupancy by function and launch shape.
-var occ sync.Map
-
-// occupancy returns how many blocks of fn fit on one SM at once (cluster
-// 0), or how many clusters of cluster blocks fit the GPU at once.
-func occupancy(fn *cuda.Function, block, smem, cluster int) (int, error) {
-	k := occKey{fn, block, smem, cluster}
-	if v, ok := occ.Load(k); ok {
-		return v.(int), nil
-	}
-	var n int
-	var err error
-	if cluster == 0 {
-		n, err = fn.MaxActiveBlocksPerSM(block, smem)
-	} else {
-		n, err = fn.MaxActiveClusters(cuda.LaunchConfig{Grid: cuda.D1(cluster), Block: cuda.D1(block), Shared: smem, Cluster: cuda.D1(cluster)})
-	}
-	if err != nil {
-		return 0, err
-	}
-	occ.Store(k, n)
-	return n, nil
-}
-
-// run launches softmax_fwd with config c on stream s.
-func run(s *cuda.Stream, y, x *tensor.Tensor, scale float32, c config) error {
-	dev, m, n := x.Device(), x.Dim(0), x.Dim(1)
-	if c.Grid > math.MaxInt32 {
-		return fmt.Errorf("softmax.Softmax: %d rows need %d blocks, more than a grid holds", m, c.Grid)
-	}
-	c = c.withRows(m, n, int64(x.Stride(0)), int64(y.Stride(0)))
-	fn, err := kernels.Get(dev, s, c.spec)
-	if err != nil {
+// Prepare compiles, in parallel, the kernels Softmax takes on dev for
+// contiguous, 16-byte aligned rows of 128 elements (attention-head and
+// router scores) at 4096 to 65536 rows, of 4096 and 8192 (hidden sizes), of
+// 32768 to 262144 at 16 and 256 rows, and of a 151,936 vocabulary at 64
+// rows, in bf16, f16 and f32. Calling it once at start-up keeps NVRTC out
+// of the first calls; any kernel it skips is compiled on first use. A nil
+// dev is an error.
+func Prepare(dev *cuda.Device) error {
+	v := tensor.Validate("softmax.Prepare")
+	v.Check(dev != nil, "dev", "is nil")
+	if err := v.Err(); err != nil {
 		return err
 	}
-	if c.Bulk {
-		if err := prepareBulk(fn, c); err != nil {
-			return err
-		}
-		if c.Resident {
-			w, err := wave(fn, dev.Props(), c)
-			if err != nil {
-				return err
-			}
-			c.Grid = min(c.Grid, waveGrid(m, c.Cluster, w))
+	seen := map[kernelKey]bool{}
+	var ks []jit.Kernel
+	for _, c := range prepared(dev.Props()) {
+		if !seen[c.kernelKey] {
+			seen[c.kernelKey] = true
+			ks = append(ks, kernels.Kernel(c.kernelKey))
 		}
 	}
-	if c.Prefetch {
-		occ, err := occupancy(fn, c.Block, c.Smem, 0)
-		if err != nil {
-			return err
-		}
-		c.Grid = min(c.Grid, max(1, occ)*dev.Props().SMs)
-	}
-	if c.oneUnitEach(m) {
-		c.Once = true
-		if fn, err = kernels.Get(dev, s, c.spec); err != nil {
-			return err
-		}
-	}
-	cfg := cuda.LaunchConfig{Grid: cuda.D1(c.Grid), Block: cuda.D1(c.Block), Shared: c.Smem, Stream: s}
-	if c.Cluster > 1 {
-		cfg.Cluster = cuda.D1(c.Cluster)
-	}
-	args := cuda.NewArgs().Ptr(x.Ptr()).Ptr(y.Ptr()).I32(int32(m)).I32(int32(n)).
-		I64(int64(x.Stride(0))).I64(int64(y.Stride(0))).I32(int32(c.Chunk)).F32(scale)
-	if c.Bulk {
-		args.I32(int32(c.Piece)).I32(int32(c.Slots))
-	}
-	return fn.Launch(cfg, args)
+	return jit.Prepare(dev, ks)
 }
 
-// nonPortable holds the functions allowed clusters over the portable 8
-// blocks so far.
-var nonPortable sync.Map
-
-// wave is how many clusters of the bulk config c fit the GPU at once (blocks
-// when c has no cluster). A cluster's blocks share a GPC, so this can be
-// fewer than the SMs' room over the cluster size: only the driver knows.
-func wave(fn *cuda.Function, p cuda.Props, c config) (int, error) {
-	if c.Cluster <= 1 {
-		n, err := occupancy(fn, c.Block, c.Smem, 0)
-		return max(1, n*p.SMs), err
-	}
-	n, err := occupancy(fn, c.Block, c.Smem, c.Cluster)
-	return max(1, n), err
-}
-
-// prepareBulk makes fn launchable with c.Smem bytes of dynamic shared
-// memory, and allows its cluster when it is over the portable 8 blocks, once
-// per function.
-func prepareBulk(fn *cuda.Function, c config) error {
-	if err := fn.ReserveShared(c.Smem); err != nil {
-		return fmt.Errorf("softmax.Softmax: reserving %d bytes of dynamic shared memory: %w", c.Smem, err)
-	}
-	if c.Cluster > maxCluster {
-		if _, ok := nonPortable.Load(fn); !ok {
-			if err := fn.SetAttribute(cuda.FuncNonPortableClusterOK, 1); err != nil {
-				return fmt.Errorf("softmax.Softmax: allowing clusters of %d blocks: %w", c.Cluster, err)
+// prepared lists the launches Prepare compiles for on p: preparedCalls in
+// every dtype, specialized on their rows as run specializes them, and lane
+// groups also with ONCE, which run takes where occupancy leaves the grid
+// uncapped (known only once the kernel is built).
+func prepared(p cuda.Props) []config {
+	var cs []config
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16, tensor.F32} {
+		for _, mn := range preparedCalls {
+			m, n := mn[0], mn[1]
+			c := pickConfig(p, m, n, dt, 16/dt.Size()).withRows(m, n, int64(n), int64(n))
+			cs = append(cs, c)
+			if c.oneUnitEach(m) {
+				c.Once = true
+				cs = append(cs, c)
 			}
-			nonPortable.Store(fn, true)
 		}
 	}
-	return nil
+	return cs
 }

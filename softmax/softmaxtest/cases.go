@@ -1,7 +1,6 @@
-package softmax
+package softmaxtest
 
 import (
-	_ "embed"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,17 +8,13 @@ import (
 	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/cuda"
-	"github.com/gokittens/kittens/suite"
+	"github.com/gokittens/kittens/softmax"
 	"github.com/gokittens/kittens/tensor"
 )
 
-//go:embed torch_softmax.py
-var torchSnippet string
-
 // parityCase is one parity check: an [M, N] input of N(0, Std²) values with
 // row strides Ldx and Ldy (0: contiguous), optionally run in place, with
-// Special rows of −inf, NaN, +inf, masked values and the dtype's extreme
-// finite values at the top.
+// Special rows (see SpecialRows) at the top.
 type parityCase struct {
 	DType    tensor.DType
 	M, N     int
@@ -35,8 +30,8 @@ type parityCase struct {
 // per row), the streaming path, the bulk path (on Hopper: aligned rows of 16
 // KiB and more, 2 MiB in all), every dtype, odd N (scalar access), strides,
 // in place, zero rows, N = 1 and the special values. Each stays under about
-// 2M elements so the CPU reference stays quick. TestRegisterPath runs the
-// long aligned rows through the register path too.
+// 2M elements so the CPU reference stays quick. Package softmax's
+// TestRegisterPath runs the long aligned rows through the register path too.
 var parityCases = []parityCase{
 	{DType: tensor.BF16, M: 128, N: 128, Std: 1, Name: "short rows"},
 	{DType: tensor.BF16, M: 16384, N: 128, Std: 1, Scale: 0.7, Name: "short rows, scale"},
@@ -76,15 +71,15 @@ func (c parityCase) String() string {
 	return s + " " + c.Name
 }
 
-// tolerance is the parity bound of an output dtype. For bf16 it is the
-// spec's elementwise atol = rtol = 1.6e-2: both sides round the same bf16
-// input's fp32 (device) or float64 (host) softmax once, and those differ by
-// far less than a bf16 ulp, so results agree to one ulp (2⁻⁸ relative);
-// the bound leaves room for that and no systematic error, which the
+// Tolerance is the parity bound of softmax output in dt. For bf16 it is
+// atol = rtol = 1.6e-2 elementwise: both sides round the same bf16 input's
+// fp32 (device) or float64 (host) softmax once, and those differ by far
+// less than a bf16 ulp, so results agree to one ulp (2⁻⁸ relative); the
+// bound leaves room for that and no systematic error, which the
 // relative-norm bound catches. f32 and f16 take check.ForDType: 1e-5 for
-// f32 covers fp32 exponentials and a tree sum (about 1e-6 relative) and
-// the rounding of x·Scale for non-power-of-two scales.
-func tolerance(dt tensor.DType) check.Tolerance {
+// f32 covers fp32 exponentials and a tree sum (about 1e-6 relative) and the
+// rounding of x·Scale for non-power-of-two scales.
+func Tolerance(dt tensor.DType) check.Tolerance {
 	if dt == tensor.BF16 {
 		return check.Tolerance{Atol: 1.6e-2, Rtol: 1.6e-2, RelNorm: check.ForDType(dt).RelNorm}
 	}
@@ -99,18 +94,19 @@ func (c parityCase) input(rng *rand.Rand) (*tensor.Tensor, error) {
 	}
 	x.FillNormal(rng, 0, c.Std)
 	if c.Special {
-		setSpecialRows(x, rng)
+		SpecialRows(x, rng)
 	}
 	return x, nil
 }
 
-// setSpecialRows overwrites the first rows of x: all −inf (NaN out), one NaN
-// (NaN row), one +inf (NaN row), all but one element −inf (a one-hot row),
-// half −inf (a masked row, finite out), then all and half the lowest finite
-// value (uniform over the row, and over its first half, for a positive
-// scale) and one element the largest finite value (one-hot). The last three
-// overflowed fp32 once scaled by log2 e in an earlier kernel.
-func setSpecialRows(x *tensor.Tensor, rng *rand.Rand) {
+// SpecialRows overwrites the first eight rows of the host matrix x: all −inf
+// (NaN out), one NaN (NaN row), one +inf (NaN row), all but one element −inf
+// (a one-hot row), half −inf (a masked row, finite out), then all and half
+// the lowest finite value (uniform over the row, and over its first half,
+// for a positive scale) and one element the largest finite value (one-hot).
+// The last three catch a kernel that folds log2 e into the scale, as
+// x·Scale·log2 e overflows fp32 there.
+func SpecialRows(x *tensor.Tensor, rng *rand.Rand) {
 	m, n := x.Dim(0), x.Dim(1)
 	v := x.Float64s()
 	ninf, big := math.Inf(-1), largestFinite(x.DType())
@@ -162,18 +158,18 @@ func largestFinite(dt tensor.DType) float64 {
 	return math.MaxFloat32
 }
 
-// run draws fresh inputs and compares the device with the reference.
+// spec draws fresh inputs: a check.Spec that runs Softmax on them.
 func (c parityCase) spec(rng *rand.Rand) (check.Spec, error) {
 	x, err := c.input(rng)
 	if err != nil {
 		return check.Spec{}, err
 	}
-	opt := Options{Scale: c.Scale}
+	opt := softmax.Options{Scale: c.Scale}
 	if c.InPlace {
 		return check.Spec{
 			Tensors: []*tensor.Tensor{x}, Names: []string{"y=x"}, Outputs: []int{0},
-			Tol: map[int]check.Tolerance{0: tolerance(c.DType)},
-			Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return Softmax(s, ts[0], ts[0], opt) },
+			Tol: map[int]check.Tolerance{0: Tolerance(c.DType)},
+			Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return softmax.Softmax(s, ts[0], ts[0], opt) },
 		}, nil
 	}
 	y, err := tensor.NewStrided(c.DType, []int{c.M, c.N}, []int{max(c.Ldy, c.N), 1})
@@ -182,8 +178,8 @@ func (c parityCase) spec(rng *rand.Rand) (check.Spec, error) {
 	}
 	return check.Spec{
 		Tensors: []*tensor.Tensor{x, y}, Names: []string{"x", "y"}, Outputs: []int{1}, Poison: []int{1},
-		Tol: map[int]check.Tolerance{1: tolerance(c.DType)},
-		Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return Softmax(s, ts[1], ts[0], opt) },
+		Tol: map[int]check.Tolerance{1: Tolerance(c.DType)},
+		Run: func(s *cuda.Stream, ts []*tensor.Tensor) error { return softmax.Softmax(s, ts[1], ts[0], opt) },
 	}, nil
 }
 
@@ -220,45 +216,20 @@ func (b benchShape) bench() bench.Case {
 	}
 }
 
-// alloc allocates one input (random, std 1) and one output on dev.
-func (b benchShape) alloc(dev *cuda.Device, rng *rand.Rand) (x, y *tensor.Tensor, err error) {
-	if x, err = tensor.RandDevice(dev, rng, b.DType, 0, 1, b.M, b.N); err != nil {
-		return nil, nil, err
-	}
-	if y, err = tensor.Empty(dev, b.DType, b.M, b.N); err != nil {
-		x.Free()
-		return nil, nil, err
-	}
-	return x, y, nil
-}
-
-// instance is one benchmark set: Softmax from a fresh x into y.
+// instance is one benchmark set: Softmax from a fresh x (random, std 1)
+// into y.
 func (b benchShape) instance(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
-	x, y, err := b.alloc(dev, rng)
+	x, err := tensor.RandDevice(dev, rng, b.DType, 0, 1, b.M, b.N)
 	if err != nil {
 		return bench.Instance{}, err
 	}
+	y, err := tensor.Empty(dev, b.DType, b.M, b.N)
+	if err != nil {
+		x.Free()
+		return bench.Instance{}, err
+	}
 	return bench.Instance{
-		Run:  func(s *cuda.Stream) error { return Softmax(s, y, x, Options{}) },
+		Run:  func(s *cuda.Stream) error { return softmax.Softmax(s, y, x, softmax.Options{}) },
 		Free: func() { x.Free(); y.Free() },
 	}, nil
-}
-
-// Suite returns the family's parity and benchmark cases.
-func Suite() (f suite.Family) {
-	f.Name = "softmax"
-	op := &suite.Op{
-		Name:   "softmax",
-		Family: "softmax",
-		Doc:    "y = softmax(x·scale) over the last dim of x [M, N]; bf16, f16, f32",
-	}
-	for _, c := range parityCases {
-		op.Checks = append(op.Checks, check.Case{Name: c.String(), Spec: c.spec})
-	}
-	for _, b := range benchShapes {
-		op.Benches = append(op.Benches, b.bench())
-	}
-	f.Ops = append(f.Ops, op)
-	f.Torch = torchSnippet
-	return f
 }
