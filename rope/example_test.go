@@ -17,7 +17,10 @@ func ExampleRotateQK() {
 	q.SetFloat64s([]float64{1, 1, 1, 1})
 	positions := tensor.New(tensor.I64, 1)
 	positions.SetFloat64s([]float64{1})
-	cache := rope.CosSinCache(tensor.F32, 16, 4, 10000)
+	cache, err := rope.CosSinCache(tensor.F32, 16, 4, 10000)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := rope.RotateQK(nil, q, nil, positions, cache, rope.Options{}); err != nil {
 		log.Fatal(err)
 	}

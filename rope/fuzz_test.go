@@ -257,7 +257,7 @@ func (a fuzzArena) tensor(dt tensor.DType, shape []int) *tensor.Tensor {
 		if a.In.One(2) || dt == tensor.U8 {
 			a.Scramble(x)
 		} else {
-			x.FillUniform(a.Rand, -xmax, xmax)
+			x.FillUniform(a.Rand, -2, 2)
 		}
 	}
 	return x
@@ -269,7 +269,7 @@ func (a fuzzArena) tensor(dt tensor.DType, shape []int) *tensor.Tensor {
 func (a fuzzArena) table(dt tensor.DType, rows, cols int, src *tensor.Tensor) *tensor.Tensor {
 	x := a.tensor(dt, fuzzargs.Capped([]int{max(rows, 0), min(max(cols, 0), fuzzMaxTableCols)}))
 	if src == nil && cols > 0 && cols%2 == 0 && dt.IsFloat() {
-		src = CosSinCache(dt, x.Dim(0), x.Dim(1), 1e4)
+		src = mustCache(dt, x.Dim(0), x.Dim(1))
 	}
 	if src != nil && slices.Equal(src.Shape(), x.Shape()) {
 		x.SetFloat64s(src.Float64s())
@@ -282,7 +282,7 @@ func (a fuzzArena) table(dt tensor.DType, rows, cols int, src *tensor.Tensor) *t
 func (a fuzzArena) tables(dt tensor.DType, rows, r int) (cos, sin *tensor.Tensor) {
 	var c, s *tensor.Tensor
 	if r > 0 && r%2 == 0 && r <= 2*fuzzMaxTableCols && dt.IsFloat() {
-		c, s = cosSinTables(dt, rows, r, 1e4)
+		c, s = cosSinTables(dt, rows, r)
 	}
 	return a.table(dt, rows, r/2, c), a.table(dt, rows, r/2, s)
 }

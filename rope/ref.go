@@ -1,7 +1,6 @@
 package rope
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/gokittens/kittens/tensor"
@@ -102,8 +101,8 @@ func splitCosSin(cos, sin *tensor.Tensor) cosSinFunc {
 	}
 }
 
-// angleCosSin computes cos and sin of p·θ^(−2i/r) in float64, independently
-// of any table: the parity reference.
+// angleCosSin computes cos and sin of p·θ^(−2i/r) in float64: the values
+// CosSinCache rounds, and the tests' table-free reference.
 func angleCosSin(theta float64, r int) cosSinFunc {
 	omega := make([]float64, r/2)
 	for i := range omega {
@@ -113,53 +112,4 @@ func angleCosSin(theta float64, r int) cosSinFunc {
 		s, c := math.Sincos(float64(p) * omega[i])
 		return c, s
 	}
-}
-
-// angleTable returns cos and sin of p·θ^(−2i/r) for p < rows and i < r/2,
-// each flat [rows, r/2], in float64.
-func angleTable(rows, r int, theta float64) (c, s []float64) {
-	if rows == 0 {
-		return nil, nil // no angle is needed, nor the r/2 frequencies
-	}
-	half := r / 2
-	c, s = make([]float64, rows*half), make([]float64, rows*half)
-	cs := angleCosSin(theta, r)
-	for p := range rows {
-		for i := range half {
-			c[p*half+i], s[p*half+i] = cs(int64(p), i)
-		}
-	}
-	return c, s
-}
-
-// CosSinCache returns the unscaled cache RotateQK reads, a host tensor
-// [maxPos, r] of dtype dt: row p holds cos(p·θ^(−2i/r)) for i ∈ [0, r/2),
-// then the matching sines. Angles are computed in float64 and rounded once
-// to dt. Frequency-scaled variants (llama3, YaRN) are built the same way
-// with their own ω_i. maxPos ≥ 0, an even r > 0 and a float dt are the
-// caller's to get right: anything else panics, as tensor.New does.
-func CosSinCache(dt tensor.DType, maxPos, r int, theta float64) *tensor.Tensor {
-	if maxPos < 0 || r <= 0 || r%2 != 0 || !dt.IsFloat() {
-		panic(fmt.Sprintf("rope: CosSinCache(%v, maxPos %d, r %d): want maxPos ≥ 0, an even r > 0 and a float dtype", dt, maxPos, r))
-	}
-	half := r / 2
-	c, s := angleTable(maxPos, r, theta)
-	v := make([]float64, 0, maxPos*r)
-	for p := range maxPos {
-		v = append(v, c[p*half:][:half]...)
-		v = append(v, s[p*half:][:half]...)
-	}
-	t := tensor.New(dt, maxPos, r)
-	t.SetFloat64s(v)
-	return t
-}
-
-// cosSinTables returns the unscaled cos and sin tables [rows, r/2] that Rope
-// reads, rounded to dt.
-func cosSinTables(dt tensor.DType, rows, r int, theta float64) (cos, sin *tensor.Tensor) {
-	c, s := angleTable(rows, r, theta)
-	cos, sin = tensor.New(dt, rows, r/2), tensor.New(dt, rows, r/2)
-	cos.SetFloat64s(c)
-	sin.SetFloat64s(s)
-	return cos, sin
 }

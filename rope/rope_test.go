@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -15,9 +16,39 @@ import (
 	"github.com/gokittens/kittens/tensor"
 )
 
-func TestParity(t *testing.T) { gputest.RunChecks(t, Suite()) }
+// mustCache is CosSinCache(dt, maxPos, r, 10⁴) for arguments a test knows
+// to be good.
+func mustCache(dt tensor.DType, maxPos, r int) *tensor.Tensor {
+	c, err := CosSinCache(dt, maxPos, r, 1e4)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
 
-func BenchmarkRope(b *testing.B) { gputest.RunBenches(b, Suite()) }
+// cosSinTables returns Rope's cos and sin tables [rows, r/2] of dt: the
+// column halves of mustCache, as views.
+func cosSinTables(dt tensor.DType, rows, r int) (cos, sin *tensor.Tensor) {
+	c := mustCache(dt, rows, r)
+	cos, err1 := c.Slice(1, 0, r/2)
+	sin, err2 := c.Slice(1, r/2, r)
+	if err := errors.Join(err1, err2); err != nil {
+		panic(err)
+	}
+	return cos, sin
+}
+
+// spreadPositions returns n int64 positions spread over [0, maxPos) in no
+// order: 7919·t mod maxPos.
+func spreadPositions(n, maxPos int) *tensor.Tensor {
+	p := make([]int64, n)
+	for t := range p {
+		p[t] = int64(7919 * t % maxPos)
+	}
+	pos := tensor.New(tensor.I64, n)
+	pos.SetInt64s(p)
+	return pos
+}
 
 // qkArgs are RotateQK arguments on the host, valid unless a test edits them.
 type qkArgs struct {
@@ -28,13 +59,28 @@ type qkArgs struct {
 func newQK(dt tensor.DType, t, hq, hk, d, r, maxPos int) *qkArgs {
 	rng := tensor.SeededRNG(1)
 	return &qkArgs{
-		q: uniform(rng, dt, t, hq, d), k: uniform(rng, dt, t, hk, d),
-		pos: randomPositions(rng, tensor.I64, t, maxPos), cache: CosSinCache(tensor.F32, maxPos, r, 1e4),
+		q: tensor.Rand(rng, dt, 1, t, hq, d), k: tensor.Rand(rng, dt, 1, t, hk, d),
+		pos: spreadPositions(t, maxPos), cache: mustCache(tensor.F32, maxPos, r),
 		o: Options{RotaryDim: r},
 	}
 }
 
 func (a *qkArgs) run() error { return RotateQK(nil, a.q, a.k, a.pos, a.cache, a.o) }
+
+// onDevice copies q, k, positions and the cache to dev, freed when t ends.
+func (a *qkArgs) onDevice(t *testing.T, dev *cuda.Device) []*tensor.Tensor {
+	t.Helper()
+	var ds []*tensor.Tensor
+	for _, h := range []*tensor.Tensor{a.q, a.k, a.pos, a.cache} {
+		d, err := h.ToDevice(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Free() })
+		ds = append(ds, d)
+	}
+	return ds
+}
 
 // bhsdArgs are Rope arguments on the host.
 type bhsdArgs struct {
@@ -44,8 +90,8 @@ type bhsdArgs struct {
 
 func newBHSD(dt tensor.DType, b, h, s, d, r int) *bhsdArgs {
 	rng := tensor.SeededRNG(2)
-	cos, sin := cosSinTables(tensor.F32, s, r, 1e4)
-	return &bhsdArgs{y: tensor.New(dt, b, h, s, d), x: uniform(rng, dt, b, h, s, d), cos: cos, sin: sin, o: Options{RotaryDim: r}}
+	cos, sin := cosSinTables(tensor.F32, s, r)
+	return &bhsdArgs{y: tensor.New(dt, b, h, s, d), x: tensor.Rand(rng, dt, 1, b, h, s, d), cos: cos, sin: sin, o: Options{RotaryDim: r}}
 }
 
 func (a *bhsdArgs) run() error { return Rope(nil, a.y, a.x, a.cos, a.sin, a.o) }
@@ -87,9 +133,9 @@ func TestValidation(t *testing.T) {
 		}), fmt.Sprintf("argument q: head dim %d exceeds %d", maxHeadDim+2, maxHeadDim)},
 		{"qk positions dtype", qk(func(a *qkArgs) { a.pos = tensor.New(tensor.F32, 5) }), "argument positions: has dtype f32"},
 		{"qk positions length", qk(func(a *qkArgs) { a.pos = tensor.New(tensor.I64, 4) }), "argument positions: has shape [4]"},
-		{"qk cache width", qk(func(a *qkArgs) { a.cache = CosSinCache(tensor.F32, 32, 16, 1e4) }), "argument cosSin: has shape [32 16], want [-1 8]"},
-		{"qk cache dtype", qk(func(a *qkArgs) { a.cache = CosSinCache(tensor.F16, 32, 8, 1e4) }), "argument cosSin: has dtype f16"},
-		{"qk empty cache", qk(func(a *qkArgs) { a.cache = CosSinCache(tensor.F32, 0, 8, 1e4) }), "argument cosSin: has no rows"},
+		{"qk cache width", qk(func(a *qkArgs) { a.cache = mustCache(tensor.F32, 32, 16) }), "argument cosSin: has shape [32 16], want ["},
+		{"qk cache dtype", qk(func(a *qkArgs) { a.cache = mustCache(tensor.F16, 32, 8) }), "argument cosSin: has dtype f16"},
+		{"qk empty cache", qk(func(a *qkArgs) { a.cache = mustCache(tensor.F32, 0, 8) }), "argument cosSin: has no rows"},
 		{"qk position past cache", qk(func(a *qkArgs) { a.pos.SetInt64s([]int64{0, 3, 32, 1, 2}) }), "positions[2] = 32 is outside the cos/sin cache [0, 32)"},
 		{"qk negative position", qk(func(a *qkArgs) { a.pos.SetInt64s([]int64{0, 3, 4, 1, -1}) }), "positions[4] = -1 is outside"},
 		{"qk int32 position past cache", qk(func(a *qkArgs) {
@@ -114,10 +160,10 @@ func TestValidation(t *testing.T) {
 		}), "argument x: head dim 0 must be positive"},
 		{"bhsd odd rotary dim", bhsd(func(a *bhsdArgs) { a.o.RotaryDim = 3 }), "rotary dim 3 must be positive and even"},
 		{"bhsd rotary dim over head dim", bhsd(func(a *bhsdArgs) { a.o.RotaryDim = 20 }), "rotary dim 20 exceeds"},
-		{"bhsd cos rows", bhsd(func(a *bhsdArgs) { a.cos, a.sin = cosSinTables(tensor.F32, 4, 16, 1e4) }), "argument cos: has 4 rows for sequence length 5"},
-		{"bhsd cos width", bhsd(func(a *bhsdArgs) { a.cos, a.sin = cosSinTables(tensor.F32, 5, 8, 1e4) }), "argument cos: has shape [5 4], want [-1 8]"},
-		{"bhsd cos dtype", bhsd(func(a *bhsdArgs) { a.cos, a.sin = cosSinTables(tensor.BF16, 5, 16, 1e4) }), "argument cos: has dtype bf16"},
-		{"bhsd sin dtype", bhsd(func(a *bhsdArgs) { _, a.sin = cosSinTables(tensor.F16, 5, 16, 1e4) }), "argument sin: has dtype f16"},
+		{"bhsd cos rows", bhsd(func(a *bhsdArgs) { a.cos, a.sin = cosSinTables(tensor.F32, 4, 16) }), "argument cos: has 4 rows for sequence length 5"},
+		{"bhsd cos width", bhsd(func(a *bhsdArgs) { a.cos, a.sin = cosSinTables(tensor.F32, 5, 8) }), "argument cos: has shape [5 4], want ["},
+		{"bhsd cos dtype", bhsd(func(a *bhsdArgs) { a.cos, a.sin = cosSinTables(tensor.BF16, 5, 16) }), "argument cos: has dtype bf16"},
+		{"bhsd sin dtype", bhsd(func(a *bhsdArgs) { _, a.sin = cosSinTables(tensor.F16, 5, 16) }), "argument sin: has dtype f16"},
 		{"bhsd y partly overlaps x", bhsd(func(a *bhsdArgs) {
 			buf := tensor.New(tensor.F16, 2*3*5*16+40)
 			a.y, _ = buf.View(tensor.F16, []int{2, 3, 5, 16}, []int{240, 80, 16, 1})
@@ -196,11 +242,7 @@ func TestPositionZeroIsIdentity(t *testing.T) {
 // runQKOnDevice runs a on dev and returns q and k copied back.
 func runQKOnDevice(t *testing.T, dev *cuda.Device, a *qkArgs) []*tensor.Tensor {
 	t.Helper()
-	ds, err := onDevice(dev, a.q, a.k, a.pos, a.cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer freeAll(ds)
+	ds := a.onDevice(t, dev)
 	if err := RotateQK(nil, ds[0], ds[1], ds[2], ds[3], a.o); err != nil {
 		t.Fatal(err)
 	}
@@ -252,9 +294,9 @@ func TestQuarterTurn(t *testing.T) {
 }
 
 // TestHostPathMatchesAngles checks the host path of both ops, which reads
-// the tables it is given, against the angle reference the parity cases use.
+// the tables it is given, against angles computed in float64.
 func TestHostPathMatchesAngles(t *testing.T) {
-	tol := tolerance(tensor.F32, tensor.F32)
+	tol := check.ForDType(tensor.F32) // far above the fp32 table's rounding
 	for _, style := range []Style{NeoX, GPTJ} {
 		a := newQK(tensor.F32, 9, 3, 2, 32, 16, 2048)
 		a.o.Style = style
@@ -319,7 +361,7 @@ func TestQKInOneBuffer(t *testing.T) {
 			return sl
 		}
 		q, k := view(c.qAt, 4), view(c.kAt, 1)
-		pos, cache := randomPositions(tensor.SeededRNG(1), tensor.I64, 4, 16), CosSinCache(tensor.F32, 16, 128, 1e4)
+		pos, cache := spreadPositions(4, 16), mustCache(tensor.F32, 16, 128)
 		err := RotateQK(nil, q, k, pos, cache, Options{})
 		if c.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "argument k: overlaps q") {
 			t.Errorf("q at %d, k at %d: %v, want ok %v", c.qAt, c.kAt, err, c.ok)
@@ -333,7 +375,7 @@ func TestQKInOneBuffer(t *testing.T) {
 // match rotating contiguous copies of q and k.
 func TestFusedQKVHost(t *testing.T) {
 	rng := tensor.SeededRNG(3)
-	qkv := uniform(rng, tensor.F32, 4, 3, 8)
+	qkv := tensor.Rand(rng, tensor.F32, 1, 4, 3, 8)
 	q, err := qkv.Slice(1, 0, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +387,7 @@ func TestFusedQKVHost(t *testing.T) {
 	wq, wk := tensor.New(tensor.F32, 4, 2, 8), tensor.New(tensor.F32, 4, 1, 8)
 	wq.SetFloat64s(q.Float64s())
 	wk.SetFloat64s(k.Float64s())
-	pos, cache := randomPositions(rng, tensor.I64, 4, 16), CosSinCache(tensor.F32, 16, 8, 1e4)
+	pos, cache := spreadPositions(4, 16), mustCache(tensor.F32, 16, 8)
 	if err := RotateQK(nil, q, k, pos, cache, Options{RotaryDim: 8}); err != nil {
 		t.Fatal(err)
 	}
@@ -354,104 +396,6 @@ func TestFusedQKVHost(t *testing.T) {
 	}
 	if !slices.Equal(q.Float64s(), wq.Float64s()) || !slices.Equal(k.Float64s(), wk.Float64s()) {
 		t.Errorf("views of qkv: q %v, k %v; contiguous copies: q %v, k %v", q.Float64s(), k.Float64s(), wq.Float64s(), wk.Float64s())
-	}
-}
-
-func TestPickPairs(t *testing.T) {
-	cases := []struct {
-		name            string
-		style           Style
-		dt, cdt         tensor.DType
-		half            int
-		data            []region
-		tables          []region
-		wantV, wantAlig int
-	}{
-		{"neox bf16 r=128", NeoX, tensor.BF16, tensor.F32, 64, []region{{256, []int{5120, 128}}}, []region{{512, []int{128}}, {768, []int{128}}}, 8, 16},
-		{"gptj bf16 r=64", GPTJ, tensor.BF16, tensor.BF16, 32, []region{{256, []int{8192, 64}}}, []region{{512, []int{64}}, {576, []int{64}}}, 4, 16},
-		{"neox f32", NeoX, tensor.F32, tensor.F32, 64, []region{{256, []int{4096, 128}}}, nil, 4, 16},
-		{"gptj f32", GPTJ, tensor.F32, tensor.F32, 64, []region{{256, []int{4096, 128}}}, nil, 2, 16},
-		{"half 12 neox bf16", NeoX, tensor.BF16, tensor.BF16, 12, []region{{256, []int{960, 40}}}, nil, 4, 8},
-		{"odd token stride", NeoX, tensor.BF16, tensor.BF16, 64, []region{{256, []int{5121, 128}}}, nil, 1, 2},
-		{"head stride of 2 elements", NeoX, tensor.BF16, tensor.BF16, 64, []region{{256, []int{5120, 130}}}, nil, 2, 4},
-		{"unaligned table row", NeoX, tensor.BF16, tensor.F32, 64, []region{{256, []int{5120, 128}}}, []region{{512, []int{130}}}, 2, 4},
-		{"unaligned sin start", NeoX, tensor.BF16, tensor.BF16, 4, []region{{256, []int{512, 64}}}, []region{{512, []int{8}}, {520, []int{8}}}, 4, 8},
-		{"half 3", NeoX, tensor.F16, tensor.F16, 3, []region{{256, []int{24, 6}}}, nil, 1, 2},
-		{"gptj odd strides", GPTJ, tensor.BF16, tensor.BF16, 16, []region{{256, []int{114, 37}}}, nil, 1, 2},
-		{"gptj even strides, V=1", GPTJ, tensor.F16, tensor.F16, 3, []region{{256, []int{18, 6}}}, nil, 1, 4},
-	}
-	for _, c := range cases {
-		v, align := pickPairs(c.style, c.dt, c.cdt, c.half, c.data, c.tables)
-		if v != c.wantV || align != c.wantAlig {
-			t.Errorf("%s: V = %d, alignment %d; want %d, %d", c.name, v, align, c.wantV, c.wantAlig)
-		}
-	}
-}
-
-func TestPickPass(t *testing.T) {
-	cases := []struct {
-		name string
-		dt   tensor.DType
-		r, d int
-		data []region
-		want int
-	}{
-		{"qwen3next bf16", tensor.BF16, 64, 256, []region{{256, []int{4096, 256}}}, 8},
-		{"f32", tensor.F32, 64, 128, []region{{256, []int{4096, 128}}}, 4},
-		{"d-r = 4", tensor.BF16, 32, 36, []region{{256, []int{360, 36}}}, 4},
-		{"odd strides", tensor.BF16, 40, 72, []region{{256, []int{3, 75}}}, 1},
-	}
-	for _, c := range cases {
-		if got := pickPass(c.dt, c.r, c.d, c.data); got != c.want {
-			t.Errorf("%s: pass width %d, want %d", c.name, got, c.want)
-		}
-	}
-}
-
-// TestPickLaunch checks the launch shapes on simulated devices: an H200's
-// 132 SMs, and 16 SMs, where fewer tokens fill the GPU twice over.
-func TestPickLaunch(t *testing.T) {
-	h200, small := cuda.Props{SMs: 132, L2Bytes: 60 << 20}, cuda.Props{SMs: 16, L2Bytes: 4 << 20}
-	cases := []struct {
-		name                  string
-		props                 cuda.Props
-		tokens, heads, nc, cb int // cb: chunk bytes
-		spread                bool
-		flat                  bool
-		hpt, occ              int
-		hb, bx, by, bz        int
-		nb, chunkBlocks       int  // blocks per token (3-D), blocks of chunks
-		evict                 bool // L2 evict-last reads: [B, H, S, D] data exceeding L2
-	}{
-		{"llama decode T=1", h200, 1, 40, 8, 32, true, false, 4, 1024, 40, 8, 10, 1, 1, 1, false},
-		{"llama T=16384", h200, 16384, 40, 8, 32, true, true, 1, 1536, 40, 128, 1, 1, 0, 1, false},
-		{"deepseek T=4096", h200, 4096, 129, 8, 16, true, true, 2, 1536, 65, 128, 1, 1, 0, 1, false},
-		{"qwen3-next T=4096", h200, 4096, 18, 4, 32, true, false, 4, 1024, 20, 4, 5, 6, 1, 1, false},
-		{"qwen3-next T=4096, 16 SMs", small, 4096, 18, 4, 32, true, true, 1, 1536, 18, 128, 1, 1, 0, 1, false},
-		{"flat past 2^31 threads", h200, 1 << 22, 129, 8, 16, true, false, 2, 1536, 26, 8, 13, 1, 5, 1, false},
-		{"small heads", h200, 64, 4, 2, 32, true, false, 4, 1024, 4, 2, 1, 64, 1, 1, false},
-		{"few tokens", h200, 3, 4, 2, 32, true, false, 4, 1024, 4, 2, 1, 3, 1, 1, false},
-		{"huge head", h200, 64, 2, 1024, 4, true, false, 4, 1024, 4, 1024, 1, 1, 1, 1, false},
-		{"head of 2048 chunks", h200, 64, 2, 2048, 4, true, false, 4, 1024, 4, 1024, 1, 1, 1, 2, false},
-		{"bhsd 16x4096 H=32", h200, 16 * 4096, 32, 8, 32, false, false, 1, 0, 1, 8, 1, 16, 32, 1, true},
-		{"bhsd short", h200, 5, 3, 8, 32, false, false, 1, 0, 1, 8, 1, 5, 3, 1, false},
-		{"bhsd head dim 6", h200, 4096, 8, 3, 8, false, false, 1, 0, 1, 3, 1, 42, 8, 1, false},
-	}
-	for _, c := range cases {
-		got := pickLaunch(c.props, c.tokens, c.heads, c.nc, c.cb, c.spread)
-		b := got.block
-		nb := 0
-		if !got.flat {
-			nb = (c.heads + got.hb - 1) / got.hb
-		}
-		if got.flat != c.flat || got.hpt != c.hpt || got.occ != c.occ || got.hb != c.hb || got.cb != c.chunkBlocks ||
-			int(b.X) != c.bx || int(b.Y) != c.by || int(b.Z) != c.bz || nb != c.nb || got.evict != c.evict {
-			t.Errorf("%s: flat %v, hpt %d, occ %d, hb %d (%d blocks per token, %d of chunks), block %v, evict %v; want %v, %d, %d, %d (%d, %d), %dx%dx%d, %v",
-				c.name, got.flat, got.hpt, got.occ, got.hb, nb, got.cb, b, got.evict, c.flat, c.hpt, c.occ, c.hb, c.nb, c.chunkBlocks, c.bx, c.by, c.bz, c.evict)
-		}
-		if n := b.X * b.Y * b.Z; n > 1024 {
-			t.Errorf("%s: %d threads per block", c.name, n)
-		}
 	}
 }
 
@@ -579,13 +523,9 @@ func TestDeviceValidation(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			a := newQK(tensor.BF16, 5, 4, 2, 16, 8, 32)
-			ds, err := onDevice(dev, a.q, a.k, a.pos, a.cache)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer freeAll(ds)
+			ds := a.onDevice(t, dev)
 			args := c.edit(a, ds)
-			err = RotateQK(nil, args[0], args[1], args[2], args[3], a.o)
+			err := RotateQK(nil, args[0], args[1], args[2], args[3], a.o)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got error %v, want one containing %q", err, c.want)
 			}
@@ -621,34 +561,72 @@ func TestUntrustedPositionIsSkipped(t *testing.T) {
 		for _, bad := range []int{2, 4} { // tokens with bad positions keep their input
 			copy(w[bad*per:(bad+1)*per], orig[bad*per:(bad+1)*per])
 		}
-		if r := check.Compare(fmt.Sprint("tensor ", i), g, w, tolerance(tensor.F32, tensor.F32)); !r.Pass {
+		if r := check.Compare(fmt.Sprint("tensor ", i), g, w, check.ForDType(tensor.F32)); !r.Pass {
 			t.Errorf("%v", r)
 		}
 	}
 }
 
-// TestCosSinCacheArguments: arguments no cache has panic with a message
-// that names them, not with a slice bound deep inside.
+// TestCosSinCacheArguments: arguments no cache has are ArgErrors naming
+// the argument, found before anything is allocated (2²⁸ rows of 128 fp32
+// entries would take 128 GiB).
 func TestCosSinCacheArguments(t *testing.T) {
+	inf := math.Inf(1)
 	for _, c := range []struct {
 		dt        tensor.DType
 		maxPos, r int
-	}{{tensor.F32, 3, 5}, {tensor.F32, 4, 1}, {tensor.F32, 2, 0}, {tensor.F32, -1, 8}, {tensor.F32, 4, -2}, {tensor.I32, 4, 8}} {
-		func() {
-			defer func() {
-				if msg := fmt.Sprint(recover()); !strings.Contains(msg, "rope: CosSinCache(") {
-					t.Errorf("CosSinCache(%v, %d, %d): panic %q", c.dt, c.maxPos, c.r, msg)
-				}
-			}()
-			CosSinCache(c.dt, c.maxPos, c.r, 1e4)
-		}()
+		theta     float64
+		arg, msg  string
+	}{
+		{tensor.F32, 3, 5, 1e4, "r", "is 5, want a positive even rotary dim"},
+		{tensor.F32, 4, 1, 1e4, "r", "is 1"},
+		{tensor.F32, 2, 0, 1e4, "r", "is 0"},
+		{tensor.F32, 4, -2, 1e4, "r", "is -2"},
+		{tensor.F32, 0, 1 << 40, 1e4, "r", "more than the largest head dim 65536"},
+		{tensor.F32, -1, 8, 1e4, "maxPos", "is -1, want ≥ 0"},
+		{tensor.F32, 1 << 28, 128, 1e4, "maxPos", "is 268435456, more than the 16777215 rows a cache of r = 128 may hold (2147483647 entries)"},
+		{tensor.BF16, maxCacheEntries/64 + 1, 64, 1e4, "maxPos", "rows a cache of r = 64 may hold"},
+		{tensor.I32, 4, 8, 1e4, "dt", "is i32, want a float dtype"},
+		{tensor.F32, 4, 8, 0, "theta", "is 0, want a positive finite base"},
+		{tensor.F32, 4, 8, -1e4, "theta", "is -10000"},
+		{tensor.F32, 4, 8, math.NaN(), "theta", "is NaN"},
+		{tensor.F32, 4, 8, inf, "theta", "is +Inf"},
+		{tensor.F32, 4, 8, -inf, "theta", "is -Inf"},
+		{tensor.F32, 4, 128, 5e-324, "theta", "the angles p·θ^(−2i/r) overflow"},
+	} {
+		got, err := CosSinCache(c.dt, c.maxPos, c.r, c.theta)
+		var ae *tensor.ArgError
+		if got != nil || !errors.As(err, &ae) || ae.Op != "rope.CosSinCache" || ae.Arg != c.arg || !strings.Contains(ae.Msg, c.msg) {
+			t.Errorf("CosSinCache(%v, %d, %d, %v): %v; want an ArgError on %s containing %q", c.dt, c.maxPos, c.r, c.theta, err, c.arg, c.msg)
+		}
 	}
-	if c := CosSinCache(tensor.F32, 0, 8, 1e4); c.Dim(0) != 0 || c.Dim(1) != 8 {
+	if c := mustCache(tensor.F32, 0, 8); c.Dim(0) != 0 || c.Dim(1) != 8 {
 		t.Errorf("empty cache has shape %v", c.Shape())
 	}
-	// An empty cache computes no frequencies: a width of 2^40 would need 4 TiB.
-	if c := CosSinCache(tensor.F32, 0, 1<<40, 1e4); c.Dim(0) != 0 || c.Dim(1) != 1<<40 {
-		t.Errorf("empty wide cache has shape %v", c.Shape())
+}
+
+// TestCosSinCacheValues checks every entry of a cache computed in several
+// blocks of rows against the angles, rounded once: cos(p·ω_i), then
+// sin(p·ω_i), ω_i = θ^(−2i/r).
+func TestCosSinCacheValues(t *testing.T) {
+	const maxPos, r, theta = 5000, 32, 5e5
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+		c, err := CosSinCache(dt, maxPos, r, theta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.Float64s()
+		for p := range maxPos {
+			for i := range r / 2 {
+				s, co := math.Sincos(float64(p) * math.Pow(theta, -2*float64(i)/r))
+				if g := got[p*r+i]; g != tensor.Round(dt, co) {
+					t.Fatalf("%v: row %d cos %d = %v, want %v", dt, p, i, g, tensor.Round(dt, co))
+				}
+				if g := got[p*r+r/2+i]; g != tensor.Round(dt, s) {
+					t.Fatalf("%v: row %d sin %d = %v, want %v", dt, p, i, g, tensor.Round(dt, s))
+				}
+			}
+		}
 	}
 }
 
@@ -663,7 +641,7 @@ func TestReferenceKeepsPassThroughBits(t *testing.T) {
 	q.SetFloat64s([]float64{1, 2, 3, 4, 5, 6, 7, 8})
 	binary.LittleEndian.PutUint16(q.Bytes()[2*6:], nan)
 	pos := tensor.New(tensor.I64, 1)
-	if err := RotateQK(nil, q, nil, pos, CosSinCache(tensor.F32, 4, 4, 1e4), Options{RotaryDim: 4}); err != nil {
+	if err := RotateQK(nil, q, nil, pos, mustCache(tensor.F32, 4, 4), Options{RotaryDim: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if b := bits(q, 6); b != nan {
@@ -673,7 +651,7 @@ func TestReferenceKeepsPassThroughBits(t *testing.T) {
 	x.SetFloat64s([]float64{1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8})
 	binary.LittleEndian.PutUint16(x.Bytes()[2*(8+5):], nan)
 	y, _ := tensor.NewStrided(tensor.BF16, []int{1, 1, 2, 8}, []int{32, 32, 16, 1})
-	cos, sin := cosSinTables(tensor.F32, 2, 4, 1e4)
+	cos, sin := cosSinTables(tensor.F32, 2, 4)
 	if err := Rope(nil, y, x, cos, sin, Options{RotaryDim: 4}); err != nil {
 		t.Fatal(err)
 	}
@@ -692,11 +670,7 @@ func TestReferenceKeepsPassThroughBits(t *testing.T) {
 func TestCaptureNeedsTrustedPositions(t *testing.T) {
 	dev := gputest.Device(t)
 	a := newQK(tensor.BF16, 5, 4, 2, 64, 64, 32)
-	ds, err := onDevice(dev, a.q, a.k, a.pos, a.cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer freeAll(ds)
+	ds := a.onDevice(t, dev)
 	s, err := dev.NewStream()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package rope
+package rope_test
 
 import (
 	"fmt"
@@ -11,62 +11,19 @@ import (
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/jit"
+	"github.com/gokittens/kittens/rope"
+	"github.com/gokittens/kittens/rope/ropetest"
 	"github.com/gokittens/kittens/tensor"
 )
 
-func (k knobs) String() string {
-	s := fmt.Sprintf("hpt%d/threads%d/occ%d", k.hpt, k.threads, k.occ)
-	if k.cs {
-		s += "/cs"
+// TestParityKnobs runs the parity cases at each of rope.ParityKnobs (GPU).
+func TestParityKnobs(t *testing.T) {
+	gputest.Device(t)
+	for _, k := range rope.ParityKnobs {
+		restore := rope.SetTuning(k)
+		t.Run(k.String(), func(t *testing.T) { gputest.RunChecks(t, ropetest.Suite()) })
+		restore()
 	}
-	if k.flat {
-		s += "/flat"
-	}
-	if k.evict {
-		s += "/evict"
-	}
-	return s
-}
-
-// tuneKnobs are the launch choices BenchmarkTune compares on the serving
-// cases (pickKnobs says what they measured); the first is timed again last,
-// to show the run-to-run spread.
-var tuneKnobs = []knobs{
-	{hpt: 4, threads: 128, occ: 1024, cs: true},
-	{hpt: 2, threads: 64, occ: 1536, cs: true},
-	{hpt: 4, threads: 128, occ: 1024, cs: true, flat: true},
-	{hpt: 2, threads: 128, occ: 1536, cs: true, flat: true},
-	{hpt: 1, threads: 128, occ: 1536, cs: true, flat: true},
-	{hpt: 1, threads: 128, occ: 2048, cs: true, flat: true},
-	{hpt: 1, threads: 128, occ: 1536, flat: true},
-	{hpt: 4, threads: 128, occ: 1024, cs: true},
-}
-
-// bhsdKnobs are the launch choices BenchmarkTune compares on the [B, H, S, D]
-// cases, the picker's (one head a thread, 128-thread blocks, the evict-last
-// reads where the launch outgrows L2) first and again last.
-var bhsdKnobs = []knobs{
-	{hpt: 1, threads: 128, evict: true},
-	{hpt: 1, threads: 128},
-	{hpt: 1, threads: 64, evict: true},
-	{hpt: 1, threads: 256, evict: true},
-	{hpt: 1, threads: 512, evict: true},
-	{hpt: 2, threads: 128, evict: true},
-	{hpt: 1, threads: 128, evict: true, cs: true},
-	{hpt: 1, threads: 128, occ: 2048, evict: true},
-	{hpt: 1, threads: 128, evict: true},
-}
-
-// parityKnobs are launch choices the parity cases do not reach through
-// pickKnobs (their shapes are small): flat launches, 3-D launches with the
-// flat knobs (a flat launch of more than 2³¹ threads falls back to them),
-// and the L2 evict-last reads of [B, H, S, D] launches larger than L2.
-var parityKnobs = []knobs{
-	{hpt: 1, threads: 128, occ: 1536, cs: true, flat: true},
-	{hpt: 2, threads: 128, occ: 1536, cs: true, flat: true},
-	{hpt: 4, threads: 256, flat: true},
-	{hpt: 2, threads: 64, occ: 1536, cs: true},
-	{hpt: 1, threads: 128, evict: true},
 }
 
 // touchFuncs is an in-place identity pass (16-byte load, store back), the
@@ -80,25 +37,15 @@ var touchFuncs = jit.Funcs[int]{Kernel: func(int) jit.Kernel {
 }`}
 }}
 
-// TestParityKnobs runs the parity cases at each of parityKnobs (GPU).
-func TestParityKnobs(t *testing.T) {
-	gputest.Device(t)
-	defer func() { tuning = knobs{} }()
-	for _, k := range parityKnobs {
-		tuning = k
-		t.Run(k.String(), func(t *testing.T) { gputest.RunChecks(t, Suite()) })
-	}
-}
-
-// BenchmarkTune times an in-place identity pass (the reference for in-place
-// bytes), then the large serving cases at each of tuneKnobs and the
-// [B, H, S, D] cases at each of bhsdKnobs (KITTENS_ROPE_TUNE=1, GPU).
+// BenchmarkTune (KITTENS_ROPE_TUNE=1, GPU) prints the time of an in-place
+// identity pass (the ceiling of an in-place rotation) at three sizes, then
+// of the large serving cases at each of rope.TuneKnobs and of the
+// [B, H, S, D] cases at each of rope.BHSDKnobs.
 func BenchmarkTune(b *testing.B) {
 	if os.Getenv("KITTENS_ROPE_TUNE") != "1" {
 		b.Skip("set KITTENS_ROPE_TUNE=1 to run")
 	}
 	dev := gputest.Device(b)
-	defer func() { tuning = knobs{} }()
 	gbs, err := bench.CopyBandwidth(dev)
 	if err != nil {
 		b.Fatal(err)
@@ -132,18 +79,19 @@ func BenchmarkTune(b *testing.B) {
 		lines = append(lines, fmt.Sprintf("in-place identity, %d MiB: %.2f µs %.0f GB/s %.0f%% of copy, same-size copy %.0f GB/s",
 			mb, r.MedianUS, r.GBs, 100*r.GBs/gbs, same))
 	}
-	for _, op := range Suite().Ops {
+	for _, op := range ropetest.Suite().Ops {
 		for _, c := range op.Benches {
-			ks := tuneKnobs
+			ks := rope.TuneKnobs
 			switch {
 			case op.Name == "rope_bhsd":
-				ks = bhsdKnobs
+				ks = rope.BHSDKnobs
 			case strings.Contains(c.Name, "T=1 ") || strings.Contains(c.Name, "T=32 "):
 				continue
 			}
 			for _, k := range ks {
-				tuning = k
+				restore := rope.SetTuning(k)
 				r, err := bench.Measure(dev, c, bench.Options{Runs: 100})
+				restore()
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package rope
+package ropetest
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/cuda"
+	"github.com/gokittens/kittens/rope"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -19,32 +20,12 @@ const (
 	benchMaxPos  = 16384 // cache rows of the serving cases; positions are drawn below it
 )
 
-// onDevice copies host tensors to dev, freeing what it made on an error.
-func onDevice(dev *cuda.Device, hs ...*tensor.Tensor) ([]*tensor.Tensor, error) {
-	out := make([]*tensor.Tensor, 0, len(hs))
-	for _, h := range hs {
-		d, err := h.ToDevice(dev)
-		if err != nil {
-			freeAll(out)
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, nil
-}
-
-func freeAll(ts []*tensor.Tensor) {
-	for _, t := range ts {
-		t.Free()
-	}
-}
-
 // qkBench is one serving-layout bench case.
 type qkBench struct {
 	model        string
 	t, hq, hk, d int
 	r            int
-	style        Style
+	style        rope.Style
 }
 
 var qkBenchCases = []qkBench{
@@ -53,13 +34,13 @@ var qkBenchCases = []qkBench{
 	{model: "llama3-8b", t: 4096, hq: 32, hk: 8, d: 128, r: 128},
 	{model: "llama3-8b", t: 16384, hq: 32, hk: 8, d: 128, r: 128},
 	{model: "qwen3-next", t: 4096, hq: 16, hk: 2, d: 256, r: 64},
-	{model: "deepseek-v3 gptj", t: 4096, hq: 128, hk: 1, d: 64, r: 64, style: GPTJ},
+	{model: "deepseek-v3 gptj", t: 4096, hq: 128, hk: 1, d: 64, r: 64, style: rope.GPTJ},
 }
 
 func qkBenches() []bench.Case {
 	var out []bench.Case
 	for _, c := range qkBenchCases {
-		o := Options{Style: c.style, RotaryDim: c.r, TrustPositions: true}
+		o := rope.Options{Style: c.style, RotaryDim: c.r, TrustPositions: true}
 		// In place, only the rotary part of each head is read and written;
 		// each token reads one cache row and one int64 position.
 		bytes := int64(c.t) * int64((c.hq+c.hk)*c.r*2*benchDT.Size()+c.r*benchCacheDT.Size()+8)
@@ -77,15 +58,19 @@ func qkBenches() []bench.Case {
 					}
 					ts = append(ts, x)
 				}
-				rest, err := onDevice(dev, randomPositions(rng, tensor.I64, c.t, benchMaxPos),
-					CosSinCache(benchCacheDT, benchMaxPos, c.r, 1e4))
+				cache, err := rope.CosSinCache(benchCacheDT, benchMaxPos, c.r, 1e4)
+				if err != nil {
+					freeAll(ts)
+					return bench.Instance{}, err
+				}
+				rest, err := onDevice(dev, randomPositions(rng, tensor.I64, c.t, benchMaxPos), cache)
 				if err != nil {
 					freeAll(ts)
 					return bench.Instance{}, err
 				}
 				ts = append(ts, rest...)
 				return bench.Instance{
-					Run:  func(s *cuda.Stream) error { return RotateQK(s, ts[0], ts[1], ts[2], ts[3], o) },
+					Run:  func(s *cuda.Stream) error { return rope.RotateQK(s, ts[0], ts[1], ts[2], ts[3], o) },
 					Free: func() { freeAll(ts) },
 				}, nil
 			},
@@ -110,26 +95,29 @@ func bhsdBenches() []bench.Case {
 			Name:  fmt.Sprintf("%dx%dx%dx%d bf16", b, h, s, d),
 			Bytes: 2*n*int64(benchDT.Size()) + int64(2*s*d/2*benchCacheDT.Size()),
 			New: func(dev *cuda.Device, rng *rand.Rand) (bench.Instance, error) {
+				cos, sin, err := tables(benchCacheDT, s, d, 1e4)
+				if err != nil {
+					return bench.Instance{}, err
+				}
 				x, err := tensor.RandDevice(dev, rng, benchDT, 0, 1, b, h, s, d)
 				if err != nil {
 					return bench.Instance{}, err
 				}
 				y, err1 := tensor.Empty(dev, benchDT, b, h, s, d)
-				cos, sin := cosSinTables(benchCacheDT, s, d, 1e4)
-				tables, err2 := onDevice(dev, cos, sin)
+				ts, err2 := onDevice(dev, cos, sin)
 				if err := errors.Join(err1, err2); err != nil {
 					x.Free()
 					y.Free()
-					freeAll(tables)
+					freeAll(ts)
 					return bench.Instance{}, err
 				}
 				return bench.Instance{
-					Run:  func(st *cuda.Stream) error { return Rope(st, y, x, tables[0], tables[1], Options{}) },
-					Free: func() { freeAll(append(tables, x, y)) },
+					Run:  func(st *cuda.Stream) error { return rope.Rope(st, y, x, ts[0], ts[1], rope.Options{}) },
+					Free: func() { freeAll(append(ts, x, y)) },
 				}, nil
 			},
 			Torch: &bench.TorchCase{Op: "rope_bhsd", Args: map[string]any{
-				"shape": []int{b, h, s, d}, "rot": d, "style": NeoX.String(),
+				"shape": []int{b, h, s, d}, "rot": d, "style": rope.NeoX.String(),
 				"dtype": benchDT.String(), "cache_dtype": benchCacheDT.String()}},
 		})
 	}
