@@ -10,11 +10,10 @@ import (
 
 // TestKernelsCompile compiles, with NVRTC alone, the specializations the
 // picker yields on an H200 over routing and vocabulary rows, every value and
-// index dtype, aligned rows or not (see gputest.CompileAll; the radix
-// kernel's clusters need NVRTC 12 or later).
+// index dtype, aligned rows or not, and those Prepare names (see
+// gputest.CompileAll; the radix kernel's clusters need NVRTC 12 or later).
 func TestKernelsCompile(t *testing.T) {
-	warps, radixes := map[warpSpec]bool{}, map[radixSpec]bool{}
-	var ks []jit.Kernel
+	warps, radixes := prepared(propsH200)
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
 		for _, it := range []tensor.DType{tensor.I32, tensor.I64} {
 			for _, m := range []int{1, 64, 4096} {
@@ -24,24 +23,29 @@ func TestKernelsCompile(t *testing.T) {
 							if k > n {
 								continue
 							}
-							c := pickConfig(propsH200, m, n, k, dt, al)
-							if c.Algo == algoWarp {
-								s := warpSpec{dt, it, c.Vec, c.Chunks, c.Warps}
-								if !warps[s] {
-									warps[s] = true
-									ks = append(ks, warpFuncs.Kernel(s))
-								}
-								continue
-							}
-							s := radixSpec{dt, it, c.Vec, c.Threads}
-							if !radixes[s] {
-								radixes[s] = true
-								ks = append(ks, radixFuncs.Kernel(s))
+							if c := pickConfig(propsH200, m, n, k, dt, al); c.Algo == algoWarp {
+								warps = append(warps, c.warpKey(dt, it))
+							} else {
+								radixes = append(radixes, c.radixKey(dt, it))
 							}
 						}
 					}
 				}
 			}
+		}
+	}
+	var ks []jit.Kernel
+	seenW, seenR := map[warpKey]bool{}, map[radixKey]bool{}
+	for _, k := range warps {
+		if !seenW[k] {
+			seenW[k] = true
+			ks = append(ks, warpFuncs.Kernel(k))
+		}
+	}
+	for _, k := range radixes {
+		if !seenR[k] {
+			seenR[k] = true
+			ks = append(ks, radixFuncs.Kernel(k))
 		}
 	}
 	gputest.CompileAll(t, ks)

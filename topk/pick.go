@@ -26,16 +26,16 @@ func (a algo) String() string {
 }
 
 const (
-	warpMaxN       = 1024 // longest row the warp kernel holds in registers
-	warpMaxK       = 32   // one survivor per lane
-	warpsPerBlock  = 4    // rows per block of the warp kernel
-	radixBins      = 256  // one byte per pass
-	radixUnroll    = 4    // 16-byte loads in flight per thread
-	maxCluster     = 8    // the portable cluster size (MAX_CLUSTER in radix.cu)
-	minSlice       = 4096 // fewest elements a cluster block should scan
-	maxBufEntries  = 16384
-	reservedShared = 1024 // shared memory the system keeps per block
-	staticShared   = 256  // the radix kernel's static shared memory, rounded up
+	warpMaxN       = 1024  // longest row the warp kernel holds in registers
+	warpMaxK       = 32    // one survivor per lane
+	warpsPerBlock  = 4     // rows per block of the warp kernel
+	radixBins      = 256   // one byte per pass
+	radixUnroll    = 4     // 16-byte loads in flight per thread
+	maxCluster     = 8     // the portable cluster size (MAX_CLUSTER in radix.cu)
+	minSlice       = 4096  // fewest elements a cluster block should scan
+	maxBufEntries  = 16384 // most candidate buffer entries
+	reservedShared = 1024  // shared memory the system keeps per block
+	staticShared   = 256   // the radix kernel's static shared memory, rounded up
 )
 
 // config is what the picker decides for one call.
@@ -69,7 +69,7 @@ func pickConfig(p cuda.Props, m, n, k int, dt tensor.DType, aligned bool) config
 		vec = 16 / dt.Size()
 	}
 	if n <= warpMaxN && k <= warpMaxK {
-		return config{Algo: algoWarp, Vec: vec, Chunks: ceilPow2(intmath.CeilDiv(n, 32*vec)), Warps: warpsPerBlock}
+		return config{Algo: algoWarp, Vec: vec, Chunks: intmath.NextPow2(intmath.CeilDiv(n, 32*vec)), Warps: warpsPerBlock}
 	}
 	c := config{Algo: algoRadix, Vec: vec, Threads: 1024}
 	if p.MaxThreadsPerBlock > 0 && p.MaxThreadsPerBlock < c.Threads {
@@ -80,9 +80,9 @@ func pickConfig(p cuda.Props, m, n, k int, dt tensor.DType, aligned bool) config
 	// cluster per row, as far as the slices stay long enough to be worth it.
 	perRow := max(1, p.SMs/max(m, 1))
 	perRow = min(perRow, maxCluster, max(1, n/minSlice))
-	c.Cluster = floorPow2(perRow)
+	c.Cluster = intmath.PrevPow2(perRow)
 	c.Slice = intmath.RoundUp(intmath.CeilDiv(n, c.Cluster), vec)
-	c.SortLen = ceilPow2(max(k, 2))
+	c.SortLen = intmath.NextPow2(max(k, 2))
 	c.IdxBits = intmath.RoundUp(max(bits.Len(uint(n-1)), 1), 8)
 
 	budget := p.SharedPerBlockOptin
@@ -103,12 +103,14 @@ func pickConfig(p cuda.Props, m, n, k int, dt tensor.DType, aligned bool) config
 	return c
 }
 
+// warpKey is the warp kernel's specialization for config c.
+func (c config) warpKey(dt, it tensor.DType) warpKey {
+	return warpKey{dt, it, c.Vec, c.Chunks, c.Warps}
+}
+
+// radixKey is the radix kernel's specialization for config c.
+func (c config) radixKey(dt, it tensor.DType) radixKey { return radixKey{dt, it, c.Vec, c.Threads} }
+
 // maxRadixK is the largest k whose survivor list fits the shared memory
 // every device gives a block (48 KiB) next to the histograms.
 const maxRadixK = 4096
-
-// ceilPow2 is the smallest power of two ≥ v (v ≥ 1).
-func ceilPow2(v int) int { return 1 << bits.Len(uint(v-1)) }
-
-// floorPow2 is the largest power of two ≤ v (v ≥ 1).
-func floorPow2(v int) int { return 1 << (bits.Len(uint(v)) - 1) }

@@ -11,7 +11,9 @@ package topk
 
 import (
 	_ "embed"
+	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/intmath"
@@ -49,8 +51,8 @@ var (
 // kernel indexes rows with 32-bit ints). On the device, x, values and
 // indices must each span at most 2^31 − 1 elements, and rows that the warp
 // kernel does not take (N > 1024 or k > 32) need thread-block clusters
-// (compute capability 9.0 or later; elsewhere the kernel does not compile
-// and TopK returns that error). Zero rows is a no-op.
+// (compute capability 9.0 or later; elsewhere TopK returns an error saying
+// so, before anything runs). Zero rows is a no-op.
 //
 // The order is torch's: NaN ranks above every number (+inf included), −inf
 // and +inf are ordinary values, and equal values, NaNs among themselves and
@@ -97,36 +99,100 @@ func validate(s *cuda.Stream, values, indices, x *tensor.Tensor, k int) error {
 		v.Tensor("x", x).Int32Indexable()
 		v.Tensor("values", values).Int32Indexable()
 		v.Tensor("indices", indices).Int32Indexable()
-		if s != nil && s.Device() != x.Device() {
-			v.Failf("s", "is a stream of device %d but the tensors are on device %d", s.Device().Ordinal, x.Device().Ordinal)
-		}
 	}
 	return v.Err()
 }
 
-// warpSpec and radixSpec are the kernels' specializations.
-type warpSpec struct {
+// warpKey is one specialization of warp.cu: value and index dtypes,
+// elements per load, VEC-element chunks per lane, rows per block.
+type warpKey struct {
 	dt, it             tensor.DType
 	vec, chunks, warps int
 }
 
-type radixSpec struct {
+// radixKey is one specialization of radix.cu: value and index dtypes,
+// elements per load, threads per block.
+type radixKey struct {
 	dt, it       tensor.DType
 	vec, threads int
 }
 
-var cType = map[tensor.DType]string{tensor.F32: "float", tensor.BF16: "bf16", tensor.F16: "f16", tensor.I32: "i32", tensor.I64: "i64"}
-
 var (
-	warpFuncs = jit.Funcs[warpSpec]{Kernel: func(s warpSpec) jit.Kernel {
+	warpFuncs = jit.Funcs[warpKey]{Kernel: func(k warpKey) jit.Kernel {
 		return jit.Kernel{File: "topk/warp.cu", Source: source("warp.cu", warpSrc), Entry: "topk_warp",
-			Defines: jit.Defines(map[string]any{"DTYPE": cType[s.dt], "IDX": cType[s.it], "VEC": s.vec, "CHUNKS": s.chunks, "WPB": s.warps})}
+			Defines: jit.Defines(map[string]any{"DTYPE": k.dt, "IDX": k.it, "VEC": k.vec, "CHUNKS": k.chunks, "WPB": k.warps})}
 	}}
-	radixFuncs = jit.Funcs[radixSpec]{Kernel: func(s radixSpec) jit.Kernel {
+	radixFuncs = jit.Funcs[radixKey]{Kernel: func(k radixKey) jit.Kernel {
 		return jit.Kernel{File: "topk/radix.cu", Source: source("radix.cu", radixSrc), Entry: "topk_radix",
-			Defines: jit.Defines(map[string]any{"DTYPE": cType[s.dt], "IDX": cType[s.it], "VEC": s.vec, "THREADS": s.threads, "UNROLL": radixUnroll, "MATCH": 0, "FASTKEY": 1})}
+			Defines: jit.Defines(map[string]any{"DTYPE": k.dt, "IDX": k.it, "VEC": k.vec, "THREADS": k.threads, "UNROLL": radixUnroll, "MATCH": 0, "FASTKEY": 1})}
 	}}
 )
+
+// Prepare compiles, in parallel, the kernels topk uses most: for every
+// value and index dtype, on rows that start 16-byte aligned, the warp
+// kernel at the sizes of MoE routing (64 to 1024 experts, k ≤ 32) and the
+// radix kernel. Calling it once at start-up keeps NVRTC out of the first
+// calls; any kernel it skips is compiled on first use. A nil dev is an
+// error. Before compute capability 9.0 it compiles the warp kernels and
+// returns the error TopK gives for rows that need the radix kernel.
+func Prepare(dev *cuda.Device) error {
+	v := tensor.Validate("topk.Prepare")
+	v.Check(dev != nil, "dev", "is nil")
+	if err := v.Err(); err != nil {
+		return err
+	}
+	props := dev.Props()
+	noClusters := needClusters(props)
+	warps, radixes := prepared(props)
+	var ks []jit.Kernel
+	for _, k := range warps {
+		ks = append(ks, warpFuncs.Kernel(k))
+	}
+	if noClusters == nil {
+		for _, k := range radixes {
+			ks = append(ks, radixFuncs.Kernel(k))
+		}
+	}
+	if err := jit.Prepare(dev, ks); err != nil {
+		return err
+	}
+	return noClusters
+}
+
+// prepared lists the specializations Prepare compiles on a device with
+// props: those pickConfig gives 16-byte-aligned rows of 64 to 1024
+// elements (k = 8) and of 151936 (k = 50), 64 rows, every value and index
+// dtype.
+func prepared(props cuda.Props) (warps []warpKey, radixes []radixKey) {
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
+		for _, it := range []tensor.DType{tensor.I32, tensor.I64} {
+			for _, n := range []int{64, 128, 256, 512, 1024, 151936} {
+				k := 8
+				if n > warpMaxN {
+					k = 50
+				}
+				c := pickConfig(props, 64, n, k, dt, true)
+				if c.Algo == algoWarp {
+					warps = append(warps, c.warpKey(dt, it))
+				} else {
+					radixes = append(radixes, c.radixKey(dt, it))
+				}
+			}
+		}
+	}
+	return slices.Compact(warps), slices.Compact(radixes)
+}
+
+// needClusters returns nil where props' device runs thread-block clusters
+// (compute capability 9.0 or later), which the radix kernel needs, and the
+// error TopK and Prepare give otherwise.
+func needClusters(props cuda.Props) error {
+	if props.Major >= 9 {
+		return nil
+	}
+	return fmt.Errorf("topk: rows longer than %d or k above %d take the radix kernel, which needs thread-block clusters "+
+		"(compute capability 9.0 or later); %s is %d.%d", warpMaxN, warpMaxK, props.Name, props.Major, props.Minor)
+}
 
 // source prepends common.cuh to a kernel's text, with #line marks so that
 // compiler messages name the right file and line.
@@ -146,17 +212,18 @@ func launch(s *cuda.Stream, values, indices, x *tensor.Tensor, k int) error {
 		s = dev.DefaultStream()
 	}
 	m, n := x.Dim(0), x.Dim(1)
-	c := pickConfig(dev.Props(), m, n, k, x.DType(), aligned(x))
+	props := dev.Props()
+	c := pickConfig(props, m, n, k, x.DType(), aligned(x))
 	var (
 		fn  *cuda.Function
 		cfg cuda.LaunchConfig
 		err error
 	)
 	if c.Algo == algoWarp {
-		fn, err = warpFuncs.Get(dev, s, warpSpec{x.DType(), indices.DType(), c.Vec, c.Chunks, c.Warps})
+		fn, err = warpFuncs.Get(dev, s, c.warpKey(x.DType(), indices.DType()))
 		cfg = cuda.LaunchConfig{Grid: cuda.D1(intmath.CeilDiv(m, c.Warps)), Block: cuda.D1(32 * c.Warps), Stream: s}
-	} else {
-		fn, err = radixFuncs.Get(dev, s, radixSpec{x.DType(), indices.DType(), c.Vec, c.Threads})
+	} else if err = needClusters(props); err == nil {
+		fn, err = radixFuncs.Get(dev, s, c.radixKey(x.DType(), indices.DType()))
 		if err == nil {
 			err = fn.ReserveShared(c.Shared)
 		}

@@ -13,10 +13,6 @@ import (
 	"github.com/gokittens/kittens/tensor"
 )
 
-func TestParity(t *testing.T) { gputest.RunChecks(t, Suite()) }
-
-func BenchmarkTopK(b *testing.B) { gputest.RunBenches(b, Suite()) }
-
 // poisoned reports whether every byte of t is still 0xFF.
 func poisoned(t *tensor.Tensor) bool {
 	for _, b := range t.Bytes() {
@@ -307,5 +303,18 @@ func TestDeviceMix(t *testing.T) {
 	}
 	if !poisoned(values) || !poisoned(indices) {
 		t.Error("an output was written")
+	}
+}
+
+// TestNeedClusters: the radix kernel's clusters need compute capability
+// 9.0; elsewhere TopK and Prepare give an error that says so.
+func TestNeedClusters(t *testing.T) {
+	if err := needClusters(propsH200); err != nil {
+		t.Errorf("H200: %v", err)
+	}
+	p := cuda.Props{Name: "A100", Major: 8}
+	err := needClusters(p)
+	if err == nil || !strings.Contains(err.Error(), "compute capability 9.0 or later); A100 is 8.0") {
+		t.Errorf("A100: %v", err)
 	}
 }
