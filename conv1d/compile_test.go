@@ -1,19 +1,20 @@
 package conv1d
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/jit"
-	"github.com/gokittens/kittens/tensor"
 )
 
 // TestKernelsCompile compiles, with NVRTC alone, the specializations the
 // picker yields on an H200 for prefill (larger and smaller than L2), single-
 // and multi-token decode and in-place decode (decode in each state mode),
-// in every dtype, width and activation (see gputest.CompileAll). The
-// prefill ring's bulk copies need an NVRTC of version 12 or newer (sm_90a).
+// in every dtype, width and activation: Prepare's among them (see
+// gputest.CompileAll). The prefill ring's bulk copies need an NVRTC of
+// version 12 or newer (sm_90a).
 func TestKernelsCompile(t *testing.T) {
 	gputest.CompileAll(t, pickedKernels(cuda.Props{Major: 9, SMs: 132, L2Bytes: 60 << 20}))
 }
@@ -25,42 +26,32 @@ func TestKernelsCompilePreHopper(t *testing.T) {
 }
 
 // pickedKernels lists the specializations the picker yields on props for
-// the shapes TestKernelsCompile names.
+// Prepare's shapes and a few more: in-place decode, two- and six-token
+// decode, and an odd channel count.
 func pickedKernels(props cuda.Props) []jit.Kernel {
-	specs := map[kernelSpec]bool{}
-	var kernels []jit.Kernel
-	for _, dt := range []tensor.DType{bf16, f16, f32} {
-		for width := MinWidth; width <= MaxWidth; width++ {
-			for _, sh := range []shape{
-				{dim: 8192, tokens: 4096, seqs: 1},
-				{dim: 8192, tokens: 1024, seqs: 1}, // the ring without the L2 evict-last copies: x and y fit L2
-				{dim: 8192, tokens: 256, seqs: 256, seqLen: 1},
-				{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, inPlace: true},
-				{dim: 8192, tokens: 512, seqs: 256, seqLen: 2},
-				{dim: 8192, tokens: 1024, seqs: 256, seqLen: 4},
-				{dim: 8192, tokens: 1536, seqs: 256, seqLen: 6},
-				{dim: 37, tokens: 100, seqs: 2},
-			} {
-				sh.elemSize = dt.Size()
-				sh.maxVec = maxVecBytes / dt.Size()
-				if sh.dim%2 != 0 {
-					sh.maxVec = 1
-				}
-				modes := []int{modeShift}
-				if sh.seqLen > 0 {
-					modes = append(modes, modeSpec, modeCircular)
-				}
-				for _, silu := range []bool{false, true} {
-					for _, mode := range modes {
-						sp := pickConfig(props, sh).spec(dt, width, silu, mode)
-						if !specs[sp] {
-							specs[sp] = true
-							kernels = append(kernels, sp.kernel())
-						}
-					}
-				}
-			}
-		}
+	shapes := append([]shape{
+		{dim: 8192, tokens: 256, seqs: 256, seqLen: 1, inPlace: true},
+		{dim: 8192, tokens: 512, seqs: 256, seqLen: 2},
+		{dim: 8192, tokens: 1536, seqs: 256, seqLen: 6},
+		{dim: 37, tokens: 100, seqs: 2},
+	}, preparedShapes...)
+	var ks []jit.Kernel
+	for _, k := range pickedKeys(props, shapes, []int{2, 3, 4}, []bool{false, true}) {
+		ks = append(ks, k.kernel())
 	}
-	return kernels
+	return ks
+}
+
+// TestPrepareNilDevice: a nil device is an error naming dev, not a panic.
+func TestPrepareNilDevice(t *testing.T) {
+	if err := Prepare(nil); err == nil || !strings.Contains(err.Error(), "argument dev: is nil") {
+		t.Errorf("Prepare(nil) = %v, want an error naming dev", err)
+	}
+}
+
+// TestPrepare compiles Prepare's kernels on the GPU.
+func TestPrepare(t *testing.T) {
+	if err := Prepare(gputest.Device(t)); err != nil {
+		t.Fatal(err)
+	}
 }

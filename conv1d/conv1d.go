@@ -1,7 +1,7 @@
 // Package conv1d is the causal depthwise conv1d of Mamba-2 and of the
-// Qwen3-Next Gated DeltaNet front end (spec kernels-a.md §4): varlen prefill
-// with a pool of per-sequence conv states, the dense bias+SiLU form, the
-// decode update, and the split-QKV variants.
+// Qwen3-Next Gated DeltaNet front end: varlen prefill with a pool of
+// per-sequence conv states, the dense bias+SiLU form, the decode update,
+// and the split-QKV variants.
 //
 // For channel c and step t of one sequence,
 //
@@ -17,10 +17,11 @@
 //   - activations x, y, q, k, v: [T, dim] (varlen), [B, L, dim] (dense and
 //     multi-token decode) or [B, dim] (single-token decode). Rows may be
 //     strided (e.g. a slice of a wider projection output).
-//   - w: [dim, W], contiguous, 2 ≤ W ≤ 4; bias: [dim].
-//   - conv states: [n_slots, state_len, dim] with state_len ≥ W−1. This is
-//     the memory of the spec's [n_slots, dim, state_len] "with stride 1 along
-//     dim": for each slot and state column, the dim values are contiguous.
+//   - w: [dim, W], contiguous, 2 ≤ W ≤ 4, oldest tap first; bias: [dim].
+//   - conv states: [n_slots, state_len, dim] with state_len ≥ W−1: for each
+//     slot and state column, the dim values are contiguous (the memory of
+//     a channel-first [n_slots, dim, state_len] pool with stride 1 along
+//     dim).
 //
 // A conv-state row is the history of the last state_len inputs of its
 // sequence, oldest first. Every op reads its window from the newest W−1
@@ -28,17 +29,16 @@
 // [old row ‖ new inputs]: shifted left by L with the L new inputs appended
 // (when L < state_len the older part comes from the old row, or is zero when
 // the sequence had no initial state). With state_len = W−1, the usual case,
-// this is exactly AITER's, vLLM's and Dao-AILab's behaviour. With a larger
-// buffer it is what vLLM's Triton causal_conv1d_fn does (read at vLLM commit
-// 03c6dad: it takes its window from the row's last W−1 columns and keeps the
-// last state_len entries) and Dao-AILab's causal_conv1d_update; spec §4.1's
-// "only the first W−1 columns are used" does not hold for that vLLM code,
-// and AITER's prefill assumes state_len = W−1. A decode step may instead use
-// the speculative-decoding or the circular-buffer rule of spec §4.3 (see
-// Decode).
+// this is exactly AITER's, vLLM's and Dao-AILab's behaviour. With a longer
+// row it is what vLLM's Triton causal_conv1d_fn does (its window from the
+// row's last W−1 columns, keeping the last state_len entries) and
+// Dao-AILab's causal_conv1d_update; AITER's prefill assumes state_len =
+// W−1. A decode step may instead use the speculative-decoding or the
+// circular-buffer rule (see Decode).
 //
 // All tensors share the input's dtype: bf16, f16 or f32. Host tensors run
-// the CPU reference; device tensors run the kernel.
+// the CPU reference; device tensors run the kernel. Prepare compiles the
+// common kernels ahead of the first calls.
 package conv1d
 
 import (
@@ -117,18 +117,18 @@ type Varlen struct {
 	ConvStates *tensor.Tensor
 }
 
-// Forward is the varlen prefill conv1d (spec §4.1, causal_conv1d_fwd): for
-// each sequence of seqs it convolves x [T, dim] into y [T, dim], starting
-// from the sequence's state slot when HasInitialState says so and leaving
-// the final state in the slot. Sequences of length 0 and pad slots are
+// Forward is the varlen prefill conv1d (causal_conv1d_fwd): for each
+// sequence of seqs it convolves x [T, dim] into y [T, dim], starting from
+// the sequence's state slot when HasInitialState says so and leaving the
+// final state in the slot. Sequences of length 0 and pad slots are
 // skipped; their rows of y are left untouched (callers that need them
 // defined zero y first). y must not overlap x.
 func Forward(s *cuda.Stream, y, x, w, bias *tensor.Tensor, seqs Varlen, o Options) error {
 	return forward("conv1d.Forward", s, []string{"y"}, []*tensor.Tensor{y}, x, w, bias, seqs, o)
 }
 
-// ForwardSplit is Forward for the Qwen3-Next GDN front end (spec §4.4,
-// causal_conv1d_fwd_split): the channels of x [T, dim] are [Q | K | V] with
+// ForwardSplit is Forward for the Qwen3-Next GDN front end
+// (causal_conv1d_fwd_split): the channels of x [T, dim] are [Q | K | V] with
 // dim = 2·key_dim + value_dim, and the output comes back split into q
 // [T, key_dim], k [T, key_dim] and v [T, value_dim]; key_dim is read from q.
 // q, k and v may be separate tensors or column slices of one [T, dim]
@@ -137,16 +137,15 @@ func ForwardSplit(s *cuda.Stream, q, k, v, x, w, bias *tensor.Tensor, seqs Varle
 	return forward("conv1d.ForwardSplit", s, []string{"q", "k", "v"}, []*tensor.Tensor{q, k, v}, x, w, bias, seqs, o)
 }
 
-// ForwardDense is the dense batch form (spec §4.2,
-// causal_conv1d_bias_silu_fwd, with bias and Options.SiLU set): B sequences
-// of equal length L, x and y [B, L, dim] (token-major, unlike Dao-AILab's
-// channel-first [B, dim, L]). initialStates [B, state_len, dim], optional,
-// are the states the sequences start from (nil: zeros); finalStates, same
-// shape, optional, receive the states after the call. The two may be the
-// same tensor (updated in place) but must not otherwise overlap. With L = 0
-// nothing is written, finalStates included, as the varlen form skips
-// sequences of length 0 (spec §4.1): pass the same tensor for both to keep
-// states across such a call.
+// ForwardDense is the dense batch form (causal_conv1d_bias_silu_fwd, with
+// bias and Options.SiLU set): B sequences of equal length L, x and y
+// [B, L, dim] (token-major, unlike Dao-AILab's channel-first [B, dim, L]).
+// initialStates [B, state_len, dim], optional, are the states the
+// sequences start from (nil: zeros); finalStates, same shape, optional,
+// receive the states after the call. The two may be the same tensor
+// (updated in place) but must not otherwise overlap. With L = 0 nothing is
+// written, finalStates included, as Forward skips sequences of length 0:
+// pass the same tensor for both to keep states across such a call.
 func ForwardDense(s *cuda.Stream, y, x, w, bias, initialStates, finalStates *tensor.Tensor, o Options) error {
 	const op = "conv1d.ForwardDense"
 	vd := tensor.Validate(op)
@@ -180,10 +179,10 @@ func ForwardDense(s *cuda.Stream, y, x, w, bias, initialStates, finalStates *ten
 }
 
 // Decode is the conv-state side of a decode step (Update, UpdateSplit): the
-// pool of conv states, the slot each sequence uses, and the optional modes
-// of spec §4.3. At most one of NumAcceptedTokens and CacheSeqlens may be
-// set; without either, the row is shifted (the default described in the
-// package comment).
+// pool of conv states, the slot each sequence uses, and the optional
+// speculative-decoding and circular-buffer modes. At most one of
+// NumAcceptedTokens and CacheSeqlens may be set; without either, the row
+// is shifted (the default described in the package comment).
 type Decode struct {
 	// ConvStates [n_slots, state_len, dim], state_len ≥ W−1, the pool of
 	// conv states, read and written in place. Required.
@@ -224,9 +223,9 @@ type Decode struct {
 	CacheSeqlens *tensor.Tensor
 }
 
-// Update is the decode conv1d (spec §4.3, causal_conv1d_update): x [B, dim]
-// (one new token per sequence) or [B, L, dim] (L new tokens, e.g. for
-// speculative verification) runs through the window [state ‖ x] of slot
+// Update is the decode conv1d (causal_conv1d_update): x [B, dim] (one new
+// token per sequence) or [B, L, dim] (L new tokens, e.g. for speculative
+// verification) runs through the window [state ‖ x] of slot
 // st.StateIndices[b] of st.ConvStates; the state row is then shifted left
 // by L and the new inputs appended, or updated as st's optional mode says
 // (see Decode). The window is the row's newest W−1 columns, its last, as
@@ -239,8 +238,8 @@ func Update(s *cuda.Stream, out, x, w, bias *tensor.Tensor, st Decode, o Options
 	return update("conv1d.Update", s, []string{"out"}, []*tensor.Tensor{out}, x, w, bias, st, o)
 }
 
-// UpdateSplit is Update for the Qwen3-Next GDN front end (spec §4.4,
-// causal_conv1d_update_split_qkv): x [B, dim] or [B, L, dim] with
+// UpdateSplit is Update for the Qwen3-Next GDN front end
+// (causal_conv1d_update_split_qkv): x [B, dim] or [B, L, dim] with
 // dim = 2·key_dim + value_dim, outputs q and k [B, key_dim] (or
 // [B, L, key_dim]) and v [B, value_dim] (or [B, L, value_dim]).
 func UpdateSplit(s *cuda.Stream, q, k, v, x, w, bias *tensor.Tensor, st Decode, o Options) error {

@@ -1,25 +1,23 @@
-package conv1d
+package conv1d_test
 
 import (
 	"bytes"
 	"testing"
 
+	"github.com/gokittens/kittens/conv1d"
+	"github.com/gokittens/kittens/conv1d/conv1dtest"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/tensor"
 )
 
-func TestParity(t *testing.T) { gputest.RunChecks(t, Suite()) }
+func TestParity(t *testing.T) { gputest.RunChecks(t, conv1dtest.Suite()) }
 
 // TestParityEvictLast runs the parity cases with the L2 evict-last bulk
 // copies on every ring, which the picker keeps for calls larger than L2.
 func TestParityEvictLast(t *testing.T) {
 	gputest.Device(t)
-	defer func() { tune = nil }()
-	tune = func(_ shape, c config) config {
-		c.evictLast = c.ring > 0
-		return c
-	}
-	gputest.RunChecks(t, Suite())
+	defer conv1d.ForceEvictLast()()
+	gputest.RunChecks(t, conv1dtest.Suite())
 }
 
 // TestParityWide runs the parity cases of the register path (decode among
@@ -28,17 +26,11 @@ func TestParityEvictLast(t *testing.T) {
 // decode over a deep grid, larger than any parity case.
 func TestParityWide(t *testing.T) {
 	gputest.Device(t)
-	defer func() { tune = nil }()
-	tune = func(sh shape, c config) config {
-		if c.ring == 0 {
-			c.vec, c.minBlocks = min(sh.maxVec, maxVecBytes/sh.elemSize), wideDecodeMinBlocks
-		}
-		return c
-	}
-	gputest.RunChecks(t, Suite())
+	defer conv1d.ForceWide()()
+	gputest.RunChecks(t, conv1dtest.Suite())
 }
 
-func BenchmarkConv1d(b *testing.B) { gputest.RunBenches(b, Suite()) }
+func BenchmarkConv1d(b *testing.B) { gputest.RunBenches(b, conv1dtest.Suite()) }
 
 // TestSplitIntoOneBuffer runs ForwardSplit with q, k and v as column slices
 // of one [tokens, dim] buffer, the packed layout a caller may keep (the
@@ -48,9 +40,9 @@ func BenchmarkConv1d(b *testing.B) { gputest.RunBenches(b, Suite()) }
 // The slices start 12 and 24 bytes into a row, which keeps the kernel to
 // narrow accesses.
 func TestSplitIntoOneBuffer(t *testing.T) {
-	c := testCase{op: opForward, dt: bf16, width: 4, dim: 20, lens: []int{3, 9}, nSlots: 2, initShare: 0.5, silu: true}
+	c := conv1dtest.Case{Op: conv1dtest.OpForward, DType: bf16, Width: 4, Dim: 20, Lens: []int{3, 9}, NSlots: 2, InitShare: 0.5, SiLU: true}
 	rng := tensor.SeededRNG(8)
-	b := c.build(rng, normalFill(rng))
+	b := c.Build(rng, conv1dtest.NormalFill(rng))
 	plain, packed := tensor.New(bf16, 12, 20), tensor.New(bf16, 12, 20)
 	for _, o := range []*tensor.Tensor{plain, packed} {
 		if err := o.Poison(); err != nil {
@@ -58,18 +50,18 @@ func TestSplitIntoOneBuffer(t *testing.T) {
 		}
 	}
 	// x, w, bias, cu_seqlens, has_initial_state, two pools, two outputs.
-	ts := []*tensor.Tensor{b.named("x"), b.named("w"), b.named("bias"), b.named("cu_seqlens"), b.named("has_initial_state"),
-		b.named("conv_states"), b.named("conv_states"), plain, packed}
+	ts := []*tensor.Tensor{b.Named("x"), b.Named("w"), b.Named("bias"), b.Named("cu_seqlens"), b.Named("has_initial_state"),
+		b.Named("conv_states"), b.Named("conv_states"), plain, packed}
 	gputest.OnHostAndDevice(t, ts, func(ts []*tensor.Tensor) error {
-		seqs := Varlen{CuSeqlens: ts[3], HasInitialState: ts[4], ConvStates: ts[5]}
-		if err := Forward(nil, ts[7], ts[0], ts[1], ts[2], seqs, Options{SiLU: true}); err != nil {
+		seqs := conv1d.Varlen{CuSeqlens: ts[3], HasInitialState: ts[4], ConvStates: ts[5]}
+		if err := conv1d.Forward(nil, ts[7], ts[0], ts[1], ts[2], seqs, conv1d.Options{SiLU: true}); err != nil {
 			return err
 		}
 		q, _ := ts[8].Slice(1, 0, 6)
 		k, _ := ts[8].Slice(1, 6, 12)
 		v, _ := ts[8].Slice(1, 12, 20)
 		seqs.ConvStates = ts[6]
-		return ForwardSplit(nil, q, k, v, ts[0], ts[1], ts[2], seqs, Options{SiLU: true})
+		return conv1d.ForwardSplit(nil, q, k, v, ts[0], ts[1], ts[2], seqs, conv1d.Options{SiLU: true})
 	}, func(where string, ts []*tensor.Tensor) {
 		outs, states := bytes.Equal(ts[7].Bytes(), ts[8].Bytes()), bytes.Equal(ts[5].Bytes(), ts[6].Bytes())
 		if !outs || !states {

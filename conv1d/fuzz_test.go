@@ -19,6 +19,17 @@ import (
 // (convValid) says whether the call is valid, and a model of the
 // documented result (convExpect) what a valid call writes.
 
+// opKind is the entry point a fuzzed call exercises.
+type opKind int
+
+const (
+	opForward opKind = iota
+	opForwardSplit
+	opDense
+	opUpdate
+	opUpdateSplit
+)
+
 // fuzzTensor is one fuzzed tensor and how its values are made.
 type fuzzTensor struct {
 	t    *tensor.Tensor
@@ -405,7 +416,7 @@ func genConv(op opKind, data []byte) (*convArgs, *fuzzargs.Arena) {
 			}
 			switch fill {
 			case fillNormal:
-				normalFill(rng)(ft.t, 1)
+				ft.t.FillNormal(rng, 0, 1)
 			case fillPoison:
 				ft.t.Poison()
 			default:

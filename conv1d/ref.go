@@ -6,8 +6,9 @@ import (
 	"github.com/gokittens/kittens/tensor"
 )
 
-// reference is the CPU path: the §4 math in float64, written as directly as
-// possible, on host tensors whose indices checkIndices has already read.
+// reference is the CPU path: the package comment's math in float64,
+// written as directly as possible, on host tensors whose indices
+// checkIndices has already read.
 // Each sequence reads and writes only its own output rows and its own state
 // slot (in circular mode, only the columns it writes), so that whatever the
 // call skips keeps its bytes, NaN payloads included, as on the device, and

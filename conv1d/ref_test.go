@@ -1,10 +1,12 @@
-package conv1d
+package conv1d_test
 
 import (
 	"encoding/binary"
 	"math"
 	"testing"
 
+	"github.com/gokittens/kittens/conv1d"
+	"github.com/gokittens/kittens/conv1d/conv1dtest"
 	"github.com/gokittens/kittens/tensor"
 )
 
@@ -63,12 +65,12 @@ func TestReferenceByHand(t *testing.T) {
 			if tc.state != nil {
 				pool.SetFloat64s(append(make([]float64, width-1), tc.state...))
 			}
-			seqs := Varlen{CuSeqlens: i32s(0, int64(n)), CacheIndices: i32s(1), ConvStates: pool}
+			seqs := conv1d.Varlen{CuSeqlens: i32s(0, int64(n)), CacheIndices: i32s(1), ConvStates: pool}
 			if tc.state != nil {
 				seqs.HasInitialState = tensor.New(tensor.U8, 1)
 				seqs.HasInitialState.SetInt64s([]int64{1})
 			}
-			if err := Forward(nil, y, x, w, bias, seqs, Options{SiLU: tc.silu}); err != nil {
+			if err := conv1d.Forward(nil, y, x, w, bias, seqs, conv1d.Options{SiLU: tc.silu}); err != nil {
 				t.Fatal(err)
 			}
 			got := pool.Float64s()
@@ -86,7 +88,7 @@ func TestUpdateByHand(t *testing.T) {
 	x := f32s([]int{1, 1}, 4)
 	out := tensor.New(tensor.F32, 1, 1)
 	w := f32s([]int{1, 2}, 10, 100)
-	if err := Update(nil, out, x, w, nil, Decode{ConvStates: pool}, Options{}); err != nil {
+	if err := conv1d.Update(nil, out, x, w, nil, conv1d.Decode{ConvStates: pool}, conv1d.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if !near(out.Float64s(), []float64{30 + 400}) || !near(pool.Float64s(), []float64{2, 3, 4}) {
@@ -94,7 +96,7 @@ func TestUpdateByHand(t *testing.T) {
 	}
 	// A pad index leaves everything alone.
 	out.SetFloat64s([]float64{-1})
-	if err := Update(nil, out, x, w, nil, Decode{ConvStates: pool, StateIndices: i32s(-1)}, Options{}); err != nil {
+	if err := conv1d.Update(nil, out, x, w, nil, conv1d.Decode{ConvStates: pool, StateIndices: i32s(-1)}, conv1d.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if !near(out.Float64s(), []float64{-1}) || !near(pool.Float64s(), []float64{2, 3, 4}) {
@@ -133,13 +135,13 @@ func TestUpdateModesByHand(t *testing.T) {
 			n, sl := len(tc.x), len(tc.row)
 			pool := f32s([]int{1, sl, 1}, tc.row...)
 			x, out := f32s([]int{1, n, 1}, tc.x...), tensor.New(tensor.F32, 1, n, 1)
-			st := Decode{ConvStates: pool}
+			st := conv1d.Decode{ConvStates: pool}
 			if tc.circular {
 				st.CacheSeqlens = i32s(tc.seqln)
 			} else {
 				st.NumAcceptedTokens = i32s(tc.accepted)
 			}
-			if err := Update(nil, out, x, w, nil, st, Options{}); err != nil {
+			if err := conv1d.Update(nil, out, x, w, nil, st, conv1d.Options{}); err != nil {
 				t.Fatal(err)
 			}
 			if !near(out.Float64s(), tc.wantY) || !near(pool.Float64s(), tc.wantRow) {
@@ -149,30 +151,30 @@ func TestUpdateModesByHand(t *testing.T) {
 	}
 	// A pad slot's entry is never read, so it need not be in range.
 	pool := f32s([]int{1, 2, 1}, 1, 2)
-	st := Decode{ConvStates: pool, StateIndices: i32s(-1), NumAcceptedTokens: i32s(0)}
-	if err := Update(nil, tensor.New(tensor.F32, 1, 1), f32s([]int{1, 1}, 3), w, nil, st, Options{}); err != nil {
+	st := conv1d.Decode{ConvStates: pool, StateIndices: i32s(-1), NumAcceptedTokens: i32s(0)}
+	if err := conv1d.Update(nil, tensor.New(tensor.F32, 1, 1), f32s([]int{1, 1}, 3), w, nil, st, conv1d.Options{}); err != nil {
 		t.Errorf("pad with accepted 0: %v", err)
 	}
 }
 
 // TestSplitMatchesPlain: the split outputs are the plain output's columns.
 func TestSplitMatchesPlain(t *testing.T) {
-	c := testCase{op: opForward, dt: bf16, width: 4, dim: 20, lens: []int{3, 9}, nSlots: 2, initShare: 0.5, silu: true}
+	c := conv1dtest.Case{Op: conv1dtest.OpForward, DType: bf16, Width: 4, Dim: 20, Lens: []int{3, 9}, NSlots: 2, InitShare: 0.5, SiLU: true}
 	rng := tensor.SeededRNG(7)
-	b := c.build(rng, normalFill(rng))
-	x, w, bias := b.named("x"), b.named("w"), b.named("bias")
-	seqs := Varlen{CuSeqlens: b.named("cu_seqlens"), HasInitialState: b.named("has_initial_state")}
-	poolA := b.named("conv_states")
+	b := c.Build(rng, conv1dtest.NormalFill(rng))
+	x, w, bias := b.Named("x"), b.Named("w"), b.Named("bias")
+	seqs := conv1d.Varlen{CuSeqlens: b.Named("cu_seqlens"), HasInitialState: b.Named("has_initial_state")}
+	poolA := b.Named("conv_states")
 	poolB := tensor.New(bf16, poolA.Shape()...)
 	copy(poolB.Bytes(), poolA.Bytes())
 	seqs.ConvStates = poolA
 	y := tensor.New(bf16, 12, 20)
-	if err := Forward(nil, y, x, w, bias, seqs, Options{SiLU: true}); err != nil {
+	if err := conv1d.Forward(nil, y, x, w, bias, seqs, conv1d.Options{SiLU: true}); err != nil {
 		t.Fatal(err)
 	}
 	q, k, v := tensor.New(bf16, 12, 6), tensor.New(bf16, 12, 6), tensor.New(bf16, 12, 8)
 	seqs.ConvStates = poolB
-	if err := ForwardSplit(nil, q, k, v, x, w, bias, seqs, Options{SiLU: true}); err != nil {
+	if err := conv1d.ForwardSplit(nil, q, k, v, x, w, bias, seqs, conv1d.Options{SiLU: true}); err != nil {
 		t.Fatal(err)
 	}
 	ys, qs, ks, vs := y.Float64s(), q.Float64s(), k.Float64s(), v.Float64s()
@@ -211,8 +213,8 @@ func TestSpecAfterForward(t *testing.T) {
 	// The whole sequence in one call: the outputs of the two new tokens.
 	all := append(append([]float64(nil), xs...), next...)
 	yAll := tensor.New(tensor.F32, len(all), 1)
-	if err := Forward(nil, yAll, f32s([]int{len(all), 1}, all...), w, nil,
-		Varlen{CuSeqlens: i32s(0, int64(len(all)))}, Options{}); err != nil {
+	if err := conv1d.Forward(nil, yAll, f32s([]int{len(all), 1}, all...), w, nil,
+		conv1d.Varlen{CuSeqlens: i32s(0, int64(len(all)))}, conv1d.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	want := yAll.Float64s()[len(xs):]
@@ -223,13 +225,13 @@ func TestSpecAfterForward(t *testing.T) {
 	}{{L, true}, {1, false}} {
 		pool := tensor.New(tensor.F32, 1, width-2+L, 1)
 		y := tensor.New(tensor.F32, len(xs), 1)
-		if err := Forward(nil, y, f32s([]int{len(xs), 1}, xs...), w, nil,
-			Varlen{CuSeqlens: i32s(0, int64(len(xs))), ConvStates: pool}, Options{}); err != nil {
+		if err := conv1d.Forward(nil, y, f32s([]int{len(xs), 1}, xs...), w, nil,
+			conv1d.Varlen{CuSeqlens: i32s(0, int64(len(xs))), ConvStates: pool}, conv1d.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		out := tensor.New(tensor.F32, 1, L, 1)
-		st := Decode{ConvStates: pool, NumAcceptedTokens: i32s(tc.accepted)}
-		if err := Update(nil, out, f32s([]int{1, L, 1}, next...), w, nil, st, Options{}); err != nil {
+		st := conv1d.Decode{ConvStates: pool, NumAcceptedTokens: i32s(tc.accepted)}
+		if err := conv1d.Update(nil, out, f32s([]int{1, L, 1}, next...), w, nil, st, conv1d.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		if got := near(out.Float64s(), want); got != tc.same {
@@ -257,8 +259,8 @@ func TestReferenceLeavesSkippedBytes(t *testing.T) {
 	y, pool := tensor.New(bf, 2, 2), tensor.New(bf, 3, 1, 2)
 	fill(y)
 	fill(pool)
-	v := Varlen{CuSeqlens: i32s(0, 1, 2), CacheIndices: i32s(0, -1), ConvStates: pool}
-	if err := Forward(nil, y, x, w, nil, v, Options{}); err != nil {
+	v := conv1d.Varlen{CuSeqlens: i32s(0, 1, 2), CacheIndices: i32s(0, -1), ConvStates: pool}
+	if err := conv1d.Forward(nil, y, x, w, nil, v, conv1d.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []uint16{0x3f80, 0x4000, nan, nan} { // y row 0 is x row 0 (no initial state); row 1 is a pad's
@@ -275,8 +277,8 @@ func TestReferenceLeavesSkippedBytes(t *testing.T) {
 	ring := tensor.New(bf, 1, 4, 1)
 	fill(ring)
 	out := tensor.New(bf, 1, 1)
-	if err := Update(nil, out, tensor.New(bf, 1, 1), tensor.New(bf, 1, 2), nil,
-		Decode{ConvStates: ring, CacheSeqlens: i32s(2)}, Options{}); err != nil {
+	if err := conv1d.Update(nil, out, tensor.New(bf, 1, 1), tensor.New(bf, 1, 2), nil,
+		conv1d.Decode{ConvStates: ring, CacheSeqlens: i32s(2)}, conv1d.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []uint16{nan, nan, 0, nan} {

@@ -1,4 +1,4 @@
-package conv1d
+package conv1d_test
 
 import (
 	"bytes"
@@ -8,20 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gokittens/kittens/conv1d"
+	"github.com/gokittens/kittens/conv1d/conv1dtest"
 	"github.com/gokittens/kittens/cuda"
 	"github.com/gokittens/kittens/internal/gputest"
 	"github.com/gokittens/kittens/tensor"
 )
 
-// named returns the built tensor called name, or nil.
-func (b *built) named(name string) *tensor.Tensor {
-	for i, n := range b.names {
-		if n == name {
-			return b.ts[i]
-		}
-	}
-	return nil
-}
+const bf16, f16, f32 = tensor.BF16, tensor.F16, tensor.F32
 
 func i32s(v ...int64) *tensor.Tensor {
 	t := tensor.New(tensor.I32, len(v))
@@ -30,233 +24,233 @@ func i32s(v ...int64) *tensor.Tensor {
 }
 
 var (
-	fwdBase  = testCase{op: opForward, dt: bf16, width: 4, dim: 16, lens: []int{3, 5}, nSlots: 4, initShare: 0.5, silu: true}
-	updBase  = testCase{op: opUpdate, dt: bf16, width: 4, dim: 16, batch: 3, nSlots: 4, silu: true}
-	specBase = testCase{op: opUpdate, dt: bf16, width: 4, dim: 16, batch: 3, seqLen: 2, nSlots: 4, stateLen: 4, silu: true}
-	splBase  = testCase{op: opForwardSplit, dt: bf16, width: 3, keyDim: 4, valueDim: 8, lens: []int{2, 6}, nSlots: 2}
+	fwdBase  = conv1dtest.Case{Op: conv1dtest.OpForward, DType: bf16, Width: 4, Dim: 16, Lens: []int{3, 5}, NSlots: 4, InitShare: 0.5, SiLU: true}
+	updBase  = conv1dtest.Case{Op: conv1dtest.OpUpdate, DType: bf16, Width: 4, Dim: 16, Batch: 3, NSlots: 4, SiLU: true}
+	specBase = conv1dtest.Case{Op: conv1dtest.OpUpdate, DType: bf16, Width: 4, Dim: 16, Batch: 3, SeqLen: 2, NSlots: 4, StateLen: 4, SiLU: true}
+	splBase  = conv1dtest.Case{Op: conv1dtest.OpForwardSplit, DType: bf16, Width: 3, KeyDim: 4, ValueDim: 8, Lens: []int{2, 6}, NSlots: 2}
 )
 
 // TestValidation feeds each op one bad argument at a time and checks that it
 // is reported by name and that nothing was written.
 func TestValidation(t *testing.T) {
-	fwd := func(b *built, mod func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor)) error {
-		v := Varlen{CuSeqlens: b.named("cu_seqlens"), CacheIndices: b.named("cache_indices"),
-			HasInitialState: b.named("has_initial_state"), ConvStates: b.named("conv_states")}
-		y, x, w, bias := mod(b.named("y"), b.named("x"), b.named("w"), b.named("bias"), &v)
-		return Forward(nil, y, x, w, bias, v, Options{SiLU: true})
+	fwd := func(b *conv1dtest.Built, mod func(y, x, w, bias *tensor.Tensor, v *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor)) error {
+		v := conv1d.Varlen{CuSeqlens: b.Named("cu_seqlens"), CacheIndices: b.Named("cache_indices"),
+			HasInitialState: b.Named("has_initial_state"), ConvStates: b.Named("conv_states")}
+		y, x, w, bias := mod(b.Named("y"), b.Named("x"), b.Named("w"), b.Named("bias"), &v)
+		return conv1d.Forward(nil, y, x, w, bias, v, conv1d.Options{SiLU: true})
 	}
-	upd := func(b *built, out, x, w, states, idx *tensor.Tensor) error {
+	upd := func(b *conv1dtest.Built, out, x, w, states, idx *tensor.Tensor) error {
 		pick := func(t *tensor.Tensor, name string) *tensor.Tensor {
 			if t != nil {
 				return t
 			}
-			return b.named(name)
+			return b.Named(name)
 		}
-		return Update(nil, pick(out, "y"), pick(x, "x"), pick(w, "w"), b.named("bias"),
-			Decode{ConvStates: pick(states, "conv_states"), StateIndices: pick(idx, "cache_indices")}, Options{})
+		return conv1d.Update(nil, pick(out, "y"), pick(x, "x"), pick(w, "w"), b.Named("bias"),
+			conv1d.Decode{ConvStates: pick(states, "conv_states"), StateIndices: pick(idx, "cache_indices")}, conv1d.Options{})
 	}
 	// mode runs Update on b with st's mode tensors and, if set, its pool.
-	mode := func(b *built, st Decode) error {
+	mode := func(b *conv1dtest.Built, st conv1d.Decode) error {
 		if st.ConvStates == nil {
-			st.ConvStates = b.named("conv_states")
+			st.ConvStates = b.Named("conv_states")
 		}
-		st.StateIndices = b.named("cache_indices")
-		return Update(nil, b.named("y"), b.named("x"), b.named("w"), b.named("bias"), st, Options{})
+		st.StateIndices = b.Named("cache_indices")
+		return conv1d.Update(nil, b.Named("y"), b.Named("x"), b.Named("w"), b.Named("bias"), st, conv1d.Options{})
 	}
 	for _, tc := range []struct {
 		name string
-		base testCase
-		call func(b *built) error
+		base conv1dtest.Case
+		call func(b *conv1dtest.Built) error
 		want string
 	}{
-		{"x rank", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"x rank", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, _ *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				return y, tensor.New(bf16, 1, 8, 16), w, bias
 			})
 		}, "argument x: has rank 3"},
-		{"y shape", fwdBase, func(b *built) error {
-			return fwd(b, func(_, x, w, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"y shape", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(_, x, w, bias *tensor.Tensor, _ *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				return tensor.New(bf16, 8, 15), x, w, bias
 			})
 		}, "argument y: has shape [8 15]"},
-		{"w channels", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"w channels", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				return y, x, tensor.New(bf16, 15, 4), bias
 			})
 		}, "argument w: has shape [15 4]"},
-		{"w dtype", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"w dtype", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				return y, x, tensor.New(f16, 16, 4), bias
 			})
 		}, "argument w: has dtype f16"},
-		{"x dtype", fwdBase, func(b *built) error {
-			return fwd(b, func(y, _, w, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"x dtype", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, _, w, bias *tensor.Tensor, _ *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				return y, tensor.New(tensor.I32, 8, 16), w, bias
 			})
 		}, "argument x: has dtype i32"},
-		{"width 1", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"width 1", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				return y, x, tensor.New(bf16, 16, 1), bias
 			})
 		}, "width W = 1"},
-		{"width 5", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"width 5", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, _, bias *tensor.Tensor, _ *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				return y, x, tensor.New(bf16, 16, 5), bias
 			})
 		}, "width W = 5"},
-		{"bias shape", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, _ *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"bias shape", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, _ *tensor.Tensor, _ *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				return y, x, w, tensor.New(bf16, 17)
 			})
 		}, "argument bias: has shape [17]"},
-		{"state_len below W-1", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"state_len below W-1", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				v.ConvStates = tensor.New(bf16, 4, 2, 16)
 				return y, x, w, bias
 			})
 		}, "argument ConvStates: has shape [4 2 16]"},
-		{"cu_seqlens dtype", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"cu_seqlens dtype", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				v.CuSeqlens = tensor.New(tensor.I64, 3)
 				return y, x, w, bias
 			})
 		}, "argument CuSeqlens: has dtype i64"},
-		{"cu_seqlens end != T", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"cu_seqlens end != T", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				v.CuSeqlens = i32s(0, 3, 7)
 				return y, x, w, bias
 			})
 		}, "ends at 7 but x has T = 8"},
-		{"cu_seqlens decreasing", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"cu_seqlens decreasing", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				v.CuSeqlens = i32s(0, 9, 8)
 				return y, x, w, bias
 			})
 		}, "decreases at entry 2"},
-		{"cu_seqlens start", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"cu_seqlens start", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				v.CuSeqlens = i32s(1, 3, 8)
 				return y, x, w, bias
 			})
 		}, "starts at 1"},
-		{"cache index beyond pool", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"cache index beyond pool", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				v.CacheIndices = i32s(1, 4)
 				return y, x, w, bias
 			})
 		}, "argument CacheIndices: entry 1 is slot 4, beyond the pool of 4 slots"},
-		{"cache index shared", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"cache index shared", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				v.CacheIndices = i32s(2, 2)
 				return y, x, w, bias
 			})
 		}, "slot 2 is used by sequences 0 and 1"},
-		{"initial state without pool", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"initial state without pool", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				v.ConvStates, v.CacheIndices = nil, nil
 				return y, x, w, bias
 			})
 		}, "argument HasInitialState: is set but ConvStates is nil"},
-		{"y overlaps x", fwdBase, func(b *built) error {
-			return fwd(b, func(_, x, w, bias *tensor.Tensor, _ *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		{"y overlaps x", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(_, x, w, bias *tensor.Tensor, _ *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
 				return x, x, w, bias
 			})
 		}, "argument y: overlaps x"},
-		{"error flag dtype", fwdBase, func(b *built) error {
-			v := Varlen{CuSeqlens: b.named("cu_seqlens")}
-			return Forward(nil, b.named("y"), b.named("x"), b.named("w"), nil, v, Options{ErrorFlag: tensor.New(f32, 1)})
+		{"error flag dtype", fwdBase, func(b *conv1dtest.Built) error {
+			v := conv1d.Varlen{CuSeqlens: b.Named("cu_seqlens")}
+			return conv1d.Forward(nil, b.Named("y"), b.Named("x"), b.Named("w"), nil, v, conv1d.Options{ErrorFlag: tensor.New(f32, 1)})
 		}, "argument ErrorFlag: has dtype f32"},
-		{"update state index beyond pool", updBase, func(b *built) error {
+		{"update state index beyond pool", updBase, func(b *conv1dtest.Built) error {
 			return upd(b, nil, nil, nil, nil, i32s(0, -1, 7))
 		}, "argument StateIndices: entry 2 is slot 7"},
-		{"update pool dim", updBase, func(b *built) error {
+		{"update pool dim", updBase, func(b *conv1dtest.Built) error {
 			return upd(b, nil, nil, nil, tensor.New(bf16, 4, 3, 8), nil)
 		}, "argument ConvStates: has shape [4 3 8]"},
-		{"update out rank", updBase, func(b *built) error {
+		{"update out rank", updBase, func(b *conv1dtest.Built) error {
 			return upd(b, tensor.New(bf16, 3, 1, 16), nil, nil, nil, nil)
 		}, "argument out: has shape [3 1 16], want [3 16]"},
-		{"update pool too small without indices", updBase, func(b *built) error {
-			return Update(nil, b.named("y"), b.named("x"), b.named("w"), nil, Decode{ConvStates: tensor.New(bf16, 2, 3, 16)}, Options{})
+		{"update pool too small without indices", updBase, func(b *conv1dtest.Built) error {
+			return conv1d.Update(nil, b.Named("y"), b.Named("x"), b.Named("w"), nil, conv1d.Decode{ConvStates: tensor.New(bf16, 2, 3, 16)}, conv1d.Options{})
 		}, "has 2 slots for 3 sequences"},
-		{"accepted dtype", specBase, func(b *built) error {
-			return mode(b, Decode{NumAcceptedTokens: tensor.New(tensor.I64, 3)})
+		{"accepted dtype", specBase, func(b *conv1dtest.Built) error {
+			return mode(b, conv1d.Decode{NumAcceptedTokens: tensor.New(tensor.I64, 3)})
 		}, "argument NumAcceptedTokens: has dtype i64"},
-		{"accepted shape", specBase, func(b *built) error {
-			return mode(b, Decode{NumAcceptedTokens: i32s(1, 1)})
+		{"accepted shape", specBase, func(b *conv1dtest.Built) error {
+			return mode(b, conv1d.Decode{NumAcceptedTokens: i32s(1, 1)})
 		}, "argument NumAcceptedTokens: has shape [2], want [3]"},
-		{"accepted 0", specBase, func(b *built) error {
-			return mode(b, Decode{NumAcceptedTokens: i32s(1, 0, 2)})
+		{"accepted 0", specBase, func(b *conv1dtest.Built) error {
+			return mode(b, conv1d.Decode{NumAcceptedTokens: i32s(1, 0, 2)})
 		}, "argument NumAcceptedTokens: entry 1 is 0, want 1 ≤ accepted ≤ L = 2"},
-		{"accepted beyond L", specBase, func(b *built) error {
-			return mode(b, Decode{NumAcceptedTokens: i32s(1, 2, 3)})
+		{"accepted beyond L", specBase, func(b *conv1dtest.Built) error {
+			return mode(b, conv1d.Decode{NumAcceptedTokens: i32s(1, 2, 3)})
 		}, "argument NumAcceptedTokens: entry 2 is 3, want 1 ≤ accepted ≤ L = 2"},
-		{"spec state_len too small", specBase, func(b *built) error {
-			return mode(b, Decode{ConvStates: tensor.New(bf16, 4, 3, 16), NumAcceptedTokens: i32s(1, 1, 1)})
+		{"spec state_len too small", specBase, func(b *conv1dtest.Built) error {
+			return mode(b, conv1d.Decode{ConvStates: tensor.New(bf16, 4, 3, 16), NumAcceptedTokens: i32s(1, 1, 1)})
 		}, "has state_len 3; with NumAcceptedTokens it needs at least W−2+L = 4 columns"},
-		{"cache seqlens dtype", specBase, func(b *built) error {
-			return mode(b, Decode{CacheSeqlens: tensor.New(f32, 3)})
+		{"cache seqlens dtype", specBase, func(b *conv1dtest.Built) error {
+			return mode(b, conv1d.Decode{CacheSeqlens: tensor.New(f32, 3)})
 		}, "argument CacheSeqlens: has dtype f32"},
-		{"cache seqlens shape", specBase, func(b *built) error {
-			return mode(b, Decode{CacheSeqlens: tensor.New(tensor.I32, 3, 1)})
+		{"cache seqlens shape", specBase, func(b *conv1dtest.Built) error {
+			return mode(b, conv1d.Decode{CacheSeqlens: tensor.New(tensor.I32, 3, 1)})
 		}, "argument CacheSeqlens: has shape [3 1], want [3]"},
-		{"cache seqlens negative", specBase, func(b *built) error {
-			return mode(b, Decode{CacheSeqlens: i32s(0, 7, -1)})
+		{"cache seqlens negative", specBase, func(b *conv1dtest.Built) error {
+			return mode(b, conv1d.Decode{CacheSeqlens: i32s(0, 7, -1)})
 		}, "argument CacheSeqlens: entry 2 is -1, want ≥ 0"},
-		{"both modes", specBase, func(b *built) error {
-			return mode(b, Decode{NumAcceptedTokens: i32s(1, 1, 1), CacheSeqlens: i32s(0, 0, 0)})
+		{"both modes", specBase, func(b *conv1dtest.Built) error {
+			return mode(b, conv1d.Decode{NumAcceptedTokens: i32s(1, 1, 1), CacheSeqlens: i32s(0, 0, 0)})
 		}, "argument CacheSeqlens: is set together with NumAcceptedTokens"},
-		{"update batch stride", testCase{op: opUpdate, dt: bf16, width: 2, dim: 8, batch: 2, seqLen: 2, nSlots: 2}, func(b *built) error {
+		{"update batch stride", conv1dtest.Case{Op: conv1dtest.OpUpdate, DType: bf16, Width: 2, Dim: 8, Batch: 2, SeqLen: 2, NSlots: 2}, func(b *conv1dtest.Built) error {
 			x, _ := tensor.NewStrided(bf16, []int{2, 2, 8}, []int{20, 8, 1})
 			return upd(b, nil, x, nil, nil, nil)
 		}, "the batch stride must be L × the token stride"},
-		{"split key_dim", splBase, func(b *built) error {
-			v := Varlen{CuSeqlens: b.named("cu_seqlens")}
-			return ForwardSplit(nil, tensor.New(bf16, 8, 8), b.named("k"), b.named("v"), b.named("x"), b.named("w"), nil, v, Options{})
+		{"split key_dim", splBase, func(b *conv1dtest.Built) error {
+			v := conv1d.Varlen{CuSeqlens: b.Named("cu_seqlens")}
+			return conv1d.ForwardSplit(nil, tensor.New(bf16, 8, 8), b.Named("k"), b.Named("v"), b.Named("x"), b.Named("w"), nil, v, conv1d.Options{})
 		}, "has key_dim 8"},
-		{"split q rank 0", splBase, func(b *built) error {
-			v := Varlen{CuSeqlens: b.named("cu_seqlens")}
-			return ForwardSplit(nil, tensor.New(bf16), b.named("k"), b.named("v"), b.named("x"), b.named("w"), nil, v, Options{})
+		{"split q rank 0", splBase, func(b *conv1dtest.Built) error {
+			v := conv1d.Varlen{CuSeqlens: b.Named("cu_seqlens")}
+			return conv1d.ForwardSplit(nil, tensor.New(bf16), b.Named("k"), b.Named("v"), b.Named("x"), b.Named("w"), nil, v, conv1d.Options{})
 		}, "argument q: has rank 0"},
-		{"update split q rank 0", testCase{op: opUpdateSplit, dt: bf16, width: 3, keyDim: 4, valueDim: 8, batch: 2, nSlots: 2}, func(b *built) error {
-			return UpdateSplit(nil, tensor.New(bf16), b.named("k"), b.named("v"), b.named("x"), b.named("w"), nil,
-				Decode{ConvStates: b.named("conv_states")}, Options{})
+		{"update split q rank 0", conv1dtest.Case{Op: conv1dtest.OpUpdateSplit, DType: bf16, Width: 3, KeyDim: 4, ValueDim: 8, Batch: 2, NSlots: 2}, func(b *conv1dtest.Built) error {
+			return conv1d.UpdateSplit(nil, tensor.New(bf16), b.Named("k"), b.Named("v"), b.Named("x"), b.Named("w"), nil,
+				conv1d.Decode{ConvStates: b.Named("conv_states")}, conv1d.Options{})
 		}, "argument q: has rank 0"},
-		{"split v shape", splBase, func(b *built) error {
-			v := Varlen{CuSeqlens: b.named("cu_seqlens")}
-			return ForwardSplit(nil, b.named("q"), b.named("k"), tensor.New(bf16, 8, 7), b.named("x"), b.named("w"), nil, v, Options{})
+		{"split v shape", splBase, func(b *conv1dtest.Built) error {
+			v := conv1d.Varlen{CuSeqlens: b.Named("cu_seqlens")}
+			return conv1d.ForwardSplit(nil, b.Named("q"), b.Named("k"), tensor.New(bf16, 8, 7), b.Named("x"), b.Named("w"), nil, v, conv1d.Options{})
 		}, "argument v: has shape [8 7], want [8 8]"},
-		{"dense final states shape", testCase{op: opDense, dt: bf16, width: 4, dim: 8, batch: 2, seqLen: 3}, func(b *built) error {
-			return ForwardDense(nil, b.named("y"), b.named("x"), b.named("w"), nil, tensor.New(bf16, 2, 3, 8), tensor.New(bf16, 2, 4, 8), Options{})
+		{"dense final states shape", conv1dtest.Case{Op: conv1dtest.OpDense, DType: bf16, Width: 4, Dim: 8, Batch: 2, SeqLen: 3}, func(b *conv1dtest.Built) error {
+			return conv1d.ForwardDense(nil, b.Named("y"), b.Named("x"), b.Named("w"), nil, tensor.New(bf16, 2, 3, 8), tensor.New(bf16, 2, 4, 8), conv1d.Options{})
 		}, "argument finalStates: has shape [2 4 8], want [2 3 8]"},
-		{"dense states shorter than W-1", testCase{op: opDense, dt: bf16, width: 4, dim: 8, batch: 2, seqLen: 3}, func(b *built) error {
-			return ForwardDense(nil, b.named("y"), b.named("x"), b.named("w"), nil, tensor.New(bf16, 2, 2, 8), nil, Options{})
+		{"dense states shorter than W-1", conv1dtest.Case{Op: conv1dtest.OpDense, DType: bf16, Width: 4, Dim: 8, Batch: 2, SeqLen: 3}, func(b *conv1dtest.Built) error {
+			return conv1d.ForwardDense(nil, b.Named("y"), b.Named("x"), b.Named("w"), nil, tensor.New(bf16, 2, 2, 8), nil, conv1d.Options{})
 		}, "argument initialStates: has shape [2 2 8], want [2, state_len ≥ W−1 = 3, 8]"},
 		// A single state column leaves its stride free: no storage is needed
 		// for one beyond int32.
-		{"dense initial states column stride", testCase{op: opDense, dt: bf16, width: 2, dim: 8, batch: 1, seqLen: 3}, func(b *built) error {
+		{"dense initial states column stride", conv1dtest.Case{Op: conv1dtest.OpDense, DType: bf16, Width: 2, Dim: 8, Batch: 1, SeqLen: 3}, func(b *conv1dtest.Built) error {
 			st, err := tensor.NewStrided(bf16, []int{1, 1, 8}, []int{1 << 31, 1 << 31, 1})
 			if err != nil {
 				return err
 			}
-			return ForwardDense(nil, b.named("y"), b.named("x"), b.named("w"), nil, st, nil, Options{})
+			return conv1d.ForwardDense(nil, b.Named("y"), b.Named("x"), b.Named("w"), nil, st, nil, conv1d.Options{})
 		}, "argument initialStates: has shape [1 1 8] and strides [2147483648 2147483648 1], beyond int32"},
-		{"dense final states column stride", testCase{op: opDense, dt: bf16, width: 2, dim: 8, batch: 1, seqLen: 3}, func(b *built) error {
+		{"dense final states column stride", conv1dtest.Case{Op: conv1dtest.OpDense, DType: bf16, Width: 2, Dim: 8, Batch: 1, SeqLen: 3}, func(b *conv1dtest.Built) error {
 			st, err := tensor.NewStrided(bf16, []int{1, 1, 8}, []int{1 << 31, 1 << 31, 1})
 			if err != nil {
 				return err
 			}
-			return ForwardDense(nil, b.named("y"), b.named("x"), b.named("w"), nil, nil, st, Options{})
+			return conv1d.ForwardDense(nil, b.Named("y"), b.Named("x"), b.Named("w"), nil, nil, st, conv1d.Options{})
 		}, "argument finalStates: has shape [1 1 8] and strides [2147483648 2147483648 1], beyond int32"},
-		{"update pool past the row limit", testCase{op: opUpdate, dt: bf16, width: 2, dim: 1, batch: 1, nSlots: 1}, func(b *built) error {
-			return upd(b, nil, nil, nil, tensor.New(bf16, 1, maxStateLen+1, 1), nil)
-		}, fmt.Sprintf("argument ConvStates: has state_len %d, past the kernel's limit of %d", maxStateLen+1, maxStateLen)},
-		{"varlen past the sequence limit", fwdBase, func(b *built) error {
-			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
-				v.CuSeqlens = tensor.New(tensor.I32, maxSeqs+2)
+		{"update pool past the row limit", conv1dtest.Case{Op: conv1dtest.OpUpdate, DType: bf16, Width: 2, Dim: 1, Batch: 1, NSlots: 1}, func(b *conv1dtest.Built) error {
+			return upd(b, nil, nil, nil, tensor.New(bf16, 1, conv1d.MaxStateLen+1, 1), nil)
+		}, fmt.Sprintf("argument ConvStates: has state_len %d, past the kernel's limit of %d", conv1d.MaxStateLen+1, conv1d.MaxStateLen)},
+		{"varlen past the sequence limit", fwdBase, func(b *conv1dtest.Built) error {
+			return fwd(b, func(y, x, w, bias *tensor.Tensor, v *conv1d.Varlen) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+				v.CuSeqlens = tensor.New(tensor.I32, conv1d.MaxSeqs+2)
 				return y, x, w, bias
 			})
-		}, fmt.Sprintf("argument CuSeqlens: has %d sequences, past the kernel's limit of %d", maxSeqs+1, maxSeqs)},
-		{"update pool column stride", testCase{op: opUpdate, dt: bf16, width: 2, dim: 8, batch: 1, nSlots: 1}, func(b *built) error {
+		}, fmt.Sprintf("argument CuSeqlens: has %d sequences, past the kernel's limit of %d", conv1d.MaxSeqs+1, conv1d.MaxSeqs)},
+		{"update pool column stride", conv1dtest.Case{Op: conv1dtest.OpUpdate, DType: bf16, Width: 2, Dim: 8, Batch: 1, NSlots: 1}, func(b *conv1dtest.Built) error {
 			st, err := tensor.NewStrided(bf16, []int{1, 1, 8}, []int{1 << 31, 1 << 31, 1})
 			if err != nil {
 				return err
@@ -265,9 +259,9 @@ func TestValidation(t *testing.T) {
 		}, "argument ConvStates: has shape [1 1 8] and strides [2147483648 2147483648 1], beyond int32"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := tc.base.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
-			before := make([][]byte, len(b.ts))
-			for i, x := range b.ts {
+			b := tc.base.Build(rand.New(rand.NewPCG(1, 2)), conv1dtest.NormalFill(rand.New(rand.NewPCG(3, 4))))
+			before := make([][]byte, len(b.Tensors))
+			for i, x := range b.Tensors {
 				before[i] = bytes.Clone(x.Bytes())
 			}
 			err := tc.call(b)
@@ -275,9 +269,9 @@ func TestValidation(t *testing.T) {
 				t.Fatalf("got error %v, want one containing %q", err, tc.want)
 			}
 			t.Log(err)
-			for i, x := range b.ts {
+			for i, x := range b.Tensors {
 				if !bytes.Equal(before[i], x.Bytes()) {
-					t.Errorf("%s was written", b.names[i])
+					t.Errorf("%s was written", b.Names[i])
 				}
 			}
 		})
@@ -287,23 +281,49 @@ func TestValidation(t *testing.T) {
 // TestMixedLocations needs a device: host y with device x must fail.
 func TestMixedLocations(t *testing.T) {
 	dev := gputest.Device(t)
-	b := fwdBase.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
-	x, err := b.named("x").ToDevice(dev)
+	b := fwdBase.Build(rand.New(rand.NewPCG(1, 2)), conv1dtest.NormalFill(rand.New(rand.NewPCG(3, 4))))
+	x, err := b.Named("x").ToDevice(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer x.Free()
-	v := Varlen{CuSeqlens: b.named("cu_seqlens")}
-	err = Forward(nil, b.named("y"), x, b.named("w"), nil, v, Options{})
+	v := conv1d.Varlen{CuSeqlens: b.Named("cu_seqlens")}
+	err = conv1d.Forward(nil, b.Named("y"), x, b.Named("w"), nil, v, conv1d.Options{})
 	if err == nil || !strings.Contains(err.Error(), "is on the host but x is on device") {
 		t.Fatalf("got %v, want a location error", err)
+	}
+}
+
+// TestStreamOfAnotherDevice needs a device: a stream of a device other than
+// the tensors' is an error naming s, before anything is written.
+func TestStreamOfAnotherDevice(t *testing.T) {
+	dev := gputest.Device(t)
+	b := fwdBase.Build(rand.New(rand.NewPCG(1, 2)), conv1dtest.NormalFill(rand.New(rand.NewPCG(3, 4))))
+	ts := make([]*tensor.Tensor, len(b.Tensors))
+	for i, h := range b.Tensors {
+		d, err := h.ToDevice(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Free()
+		ts[i] = d
+	}
+	other := &cuda.Device{Ordinal: dev.Ordinal + 1}
+	err := b.Call(other.DefaultStream(), ts, conv1d.Options{})
+	if err == nil || !strings.Contains(err.Error(), "argument s:") {
+		t.Fatalf("got %v, want an error naming argument s", err)
+	}
+	for i, d := range ts {
+		if h, err := d.ToHost(); err != nil || !bytes.Equal(h.Bytes(), b.Tensors[i].Bytes()) {
+			t.Errorf("%s was written (%v)", b.Names[i], err)
+		}
 	}
 }
 
 // flagAfter runs call with a function that copies host tensors to dev (all
 // freed when the test ends) and Options that assume valid indices and carry
 // an error flag, and returns the flag the kernel left.
-func flagAfter(t *testing.T, dev *cuda.Device, call func(toDev func(*tensor.Tensor) *tensor.Tensor, o Options) error) int64 {
+func flagAfter(t *testing.T, dev *cuda.Device, call func(toDev func(*tensor.Tensor) *tensor.Tensor, o conv1d.Options) error) int64 {
 	t.Helper()
 	toDev := func(h *tensor.Tensor) *tensor.Tensor {
 		d, err := h.ToDevice(dev)
@@ -314,7 +334,7 @@ func flagAfter(t *testing.T, dev *cuda.Device, call func(toDev func(*tensor.Tens
 		return d
 	}
 	flag := toDev(tensor.New(tensor.I32, 1))
-	if err := call(toDev, Options{AssumeValidIndices: true, ErrorFlag: flag}); err != nil {
+	if err := call(toDev, conv1d.Options{AssumeValidIndices: true, ErrorFlag: flag}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := flag.ToHost()
@@ -342,10 +362,10 @@ func TestErrorFlag(t *testing.T) {
 		{"valid", i32s(0, 3, 8), i32s(1, 2), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := fwdBase.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
-			call := func(toDev func(*tensor.Tensor) *tensor.Tensor, o Options) error {
-				v := Varlen{CuSeqlens: toDev(tc.cu), CacheIndices: toDev(tc.slots), ConvStates: toDev(b.named("conv_states"))}
-				return Forward(nil, toDev(b.named("y")), toDev(b.named("x")), toDev(b.named("w")), nil, v, o)
+			b := fwdBase.Build(rand.New(rand.NewPCG(1, 2)), conv1dtest.NormalFill(rand.New(rand.NewPCG(3, 4))))
+			call := func(toDev func(*tensor.Tensor) *tensor.Tensor, o conv1d.Options) error {
+				v := conv1d.Varlen{CuSeqlens: toDev(tc.cu), CacheIndices: toDev(tc.slots), ConvStates: toDev(b.Named("conv_states"))}
+				return conv1d.Forward(nil, toDev(b.Named("y")), toDev(b.Named("x")), toDev(b.Named("w")), nil, v, o)
 			}
 			if got := flagAfter(t, dev, call); got != tc.want {
 				t.Errorf("flag %d, want %d", got, tc.want)
@@ -371,15 +391,15 @@ func TestErrorFlagModes(t *testing.T) {
 		{"seqlen valid", false, i32s(5, 1<<30, 0), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := specBase.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
-			call := func(toDev func(*tensor.Tensor) *tensor.Tensor, o Options) error {
-				st := Decode{ConvStates: toDev(b.named("conv_states")), StateIndices: toDev(b.named("cache_indices"))}
+			b := specBase.Build(rand.New(rand.NewPCG(1, 2)), conv1dtest.NormalFill(rand.New(rand.NewPCG(3, 4))))
+			call := func(toDev func(*tensor.Tensor) *tensor.Tensor, o conv1d.Options) error {
+				st := conv1d.Decode{ConvStates: toDev(b.Named("conv_states")), StateIndices: toDev(b.Named("cache_indices"))}
 				if tc.accepted {
 					st.NumAcceptedTokens = toDev(tc.vals)
 				} else {
 					st.CacheSeqlens = toDev(tc.vals)
 				}
-				return Update(nil, toDev(b.named("y")), toDev(b.named("x")), toDev(b.named("w")), nil, st, o)
+				return conv1d.Update(nil, toDev(b.Named("y")), toDev(b.Named("x")), toDev(b.Named("w")), nil, st, o)
 			}
 			if got := flagAfter(t, dev, call); got != tc.want {
 				t.Errorf("flag %d, want %d", got, tc.want)
@@ -400,23 +420,24 @@ func TestCaptureNeedsAssumedIndices(t *testing.T) {
 	}
 	defer s.Destroy()
 	for _, tc := range []struct {
-		base testCase
+		op   string
+		base conv1dtest.Case
 		arg  string
-		call func(d func(string) *tensor.Tensor, o Options) error
+		call func(d func(string) *tensor.Tensor, o conv1d.Options) error
 	}{
-		{fwdBase, "CuSeqlens", func(d func(string) *tensor.Tensor, o Options) error {
-			v := Varlen{CuSeqlens: d("cu_seqlens"), CacheIndices: d("cache_indices"), ConvStates: d("conv_states")}
-			return Forward(s, d("y"), d("x"), d("w"), nil, v, o)
+		{"Forward", fwdBase, "CuSeqlens", func(d func(string) *tensor.Tensor, o conv1d.Options) error {
+			v := conv1d.Varlen{CuSeqlens: d("cu_seqlens"), CacheIndices: d("cache_indices"), ConvStates: d("conv_states")}
+			return conv1d.Forward(s, d("y"), d("x"), d("w"), nil, v, o)
 		}},
-		{specBase, "StateIndices", func(d func(string) *tensor.Tensor, o Options) error {
-			st := Decode{ConvStates: d("conv_states"), StateIndices: d("cache_indices")}
-			return Update(s, d("y"), d("x"), d("w"), nil, st, o)
+		{"Update", specBase, "StateIndices", func(d func(string) *tensor.Tensor, o conv1d.Options) error {
+			st := conv1d.Decode{ConvStates: d("conv_states"), StateIndices: d("cache_indices")}
+			return conv1d.Update(s, d("y"), d("x"), d("w"), nil, st, o)
 		}},
 	} {
-		b := tc.base.build(rand.New(rand.NewPCG(1, 2)), normalFill(rand.New(rand.NewPCG(3, 4))))
+		b := tc.base.Build(rand.New(rand.NewPCG(1, 2)), conv1dtest.NormalFill(rand.New(rand.NewPCG(3, 4))))
 		devs := map[string]*tensor.Tensor{} // made before capturing, which cannot allocate
-		for i, name := range b.names {
-			h, err := b.ts[i].ToDevice(dev)
+		for i, name := range b.Names {
+			h, err := b.Tensors[i].ToDevice(dev)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -425,22 +446,22 @@ func TestCaptureNeedsAssumedIndices(t *testing.T) {
 		}
 		d := func(name string) *tensor.Tensor { return devs[name] }
 		for _, assume := range []bool{false, true} {
-			g, err := s.Capture(cuda.CaptureGlobal, func() error { return tc.call(d, Options{AssumeValidIndices: assume}) })
+			g, err := s.Capture(cuda.CaptureGlobal, func() error { return tc.call(d, conv1d.Options{AssumeValidIndices: assume}) })
 			if !assume {
 				var ae *tensor.ArgError
 				if !errors.As(err, &ae) || ae.Arg != tc.arg || !strings.Contains(ae.Msg, "AssumeValidIndices") {
-					t.Errorf("%v without AssumeValidIndices: got %v, want an error on %s", tc.base.op, err, tc.arg)
+					t.Errorf("%v without AssumeValidIndices: got %v, want an error on %s", tc.op, err, tc.arg)
 				}
 				continue
 			}
 			if err != nil {
-				t.Fatalf("%v with AssumeValidIndices: %v", tc.base.op, err)
+				t.Fatalf("%v with AssumeValidIndices: %v", tc.op, err)
 			}
 			g.Destroy()
 		}
 		for name, h := range devs {
-			if back, _ := h.ToHost(); !bytes.Equal(back.Bytes(), b.named(name).Bytes()) {
-				t.Errorf("%v: capturing changed %s", tc.base.op, name)
+			if back, _ := h.ToHost(); !bytes.Equal(back.Bytes(), b.Named(name).Bytes()) {
+				t.Errorf("%v: capturing changed %s", tc.op, name)
 			}
 		}
 	}

@@ -4,7 +4,7 @@
 # prepended, which is the left padding), transposed back to token-major.
 # Decode is torch.cat(history, x) times w, summed over each token's window;
 # the history and the state columns written back follow the step's state rule
-# (spec 4.3, ref.go): the plain shift, speculative decoding
+# (conv1d.Decode): the plain shift, speculative decoding
 # (num_accepted_tokens) or the circular buffer (cache_seqlens). Conv states
 # are [n_slots, state_len, dim] (state_len W-1 unless the case says) and are
 # written back, as the kernels do.
