@@ -8,25 +8,25 @@ package registry
 import (
 	"sort"
 
-	"github.com/gokittens/kittens/act"
-	"github.com/gokittens/kittens/conv1d"
-	"github.com/gokittens/kittens/norm"
-	"github.com/gokittens/kittens/rope"
-	"github.com/gokittens/kittens/softmax"
+	"github.com/gokittens/kittens/act/acttest"
+	"github.com/gokittens/kittens/conv1d/conv1dtest"
+	"github.com/gokittens/kittens/norm/normtest"
+	"github.com/gokittens/kittens/rope/ropetest"
+	"github.com/gokittens/kittens/softmax/softmaxtest"
 	"github.com/gokittens/kittens/suite"
-	"github.com/gokittens/kittens/topk"
+	"github.com/gokittens/kittens/topk/topktest"
 )
 
 // Families returns every family's cases, sorted by family name. Each call
 // builds the lists anew.
 func Families() []suite.Family {
 	fs := []suite.Family{
-		act.Suite(),
-		conv1d.Suite(),
-		norm.Suite(),
-		rope.Suite(),
-		softmax.Suite(),
-		topk.Suite(),
+		acttest.Suite(),
+		conv1dtest.Suite(),
+		normtest.Suite(),
+		ropetest.Suite(),
+		softmaxtest.Suite(),
+		topktest.Suite(),
 	}
 	sort.Slice(fs, func(i, j int) bool { return fs[i].Name < fs[j].Name })
 	for _, f := range fs {
