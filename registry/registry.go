@@ -19,8 +19,8 @@ import (
 
 // Families returns every family's cases, sorted by family name. Each call
 // builds the lists anew.
-func Families() []suite.Family {
-	fs := []suite.Family{
+func Families() suite.Families {
+	fs := suite.Families{
 		acttest.Suite(),
 		conv1dtest.Suite(),
 		normtest.Suite(),
@@ -35,40 +35,5 @@ func Families() []suite.Family {
 	return fs
 }
 
-// All returns every op, sorted by family, then name.
-func All() []*suite.Op {
-	var out []*suite.Op
-	for _, f := range Families() {
-		out = append(out, f.Ops...)
-	}
-	return out
-}
-
-// Family returns the ops of one family (nil for an unknown name).
-func Family(name string) []*suite.Op {
-	for _, f := range Families() {
-		if f.Name == name {
-			return f.Ops
-		}
-	}
-	return nil
-}
-
-// Lookup returns the op with the given name.
-func Lookup(name string) (*suite.Op, bool) {
-	for _, o := range All() {
-		if o.Name == name {
-			return o, true
-		}
-	}
-	return nil, false
-}
-
-// TorchSnippets returns every family's Python snippet, sorted by family.
-func TorchSnippets() []string {
-	var out []string
-	for _, f := range Families() {
-		out = append(out, f.Torch)
-	}
-	return out
-}
+// Lookup returns the op named name.
+func Lookup(name string) (*suite.Op, bool) { return Families().Lookup(name) }

@@ -28,3 +28,34 @@ type Family struct {
 	// conventions it follows).
 	Torch string
 }
+
+// Families is a list of families, as the registry gathers them.
+type Families []Family
+
+// Ops returns every op of every family, in the list's order.
+func (fs Families) Ops() []*Op {
+	var out []*Op
+	for _, f := range fs {
+		out = append(out, f.Ops...)
+	}
+	return out
+}
+
+// Lookup returns the op named name.
+func (fs Families) Lookup(name string) (*Op, bool) {
+	for _, op := range fs.Ops() {
+		if op.Name == name {
+			return op, true
+		}
+	}
+	return nil, false
+}
+
+// Torch returns every family's PyTorch snippet, in the list's order.
+func (fs Families) Torch() []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Torch
+	}
+	return out
+}

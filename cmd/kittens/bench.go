@@ -187,7 +187,7 @@ func compareTorch(ops []*suite.Op, entries []bench.Entry, opt bench.Options, flo
 	}
 	reqs = append(reqs, bench.FloorRequest(endID, opt))
 	fmt.Fprintf(stderr, "timing %d cases with PyTorch (eager and torch.compile)\n", len(index))
-	res, err := bench.Torch(torchSnippets(), reqs)
+	res, err := bench.Torch(families().Torch(), reqs)
 	floor.StartUS, floor.EndUS = res[startID].EagerUS, res[endID].EagerUS
 	for _, id := range []string{startID, endID} {
 		if e := res[id].Error; e != "" {

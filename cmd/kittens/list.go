@@ -13,7 +13,7 @@ func (c *cli) list(args []string) int {
 	if code, ok := c.parse(fs, args); !ok {
 		return code
 	}
-	ops := allOps()
+	ops := families().Ops()
 	if len(ops) == 0 {
 		fmt.Fprintln(c.stdout, "no ops registered")
 		return exitOK

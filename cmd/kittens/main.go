@@ -72,34 +72,6 @@ func main() {
 // command's tests add a family of test ops to it.
 var families = registry.Families
 
-// allOps returns every op of families, in their order.
-func allOps() []*suite.Op {
-	var out []*suite.Op
-	for _, f := range families() {
-		out = append(out, f.Ops...)
-	}
-	return out
-}
-
-// torchSnippets returns the Python snippet of every family.
-func torchSnippets() []string {
-	var out []string
-	for _, f := range families() {
-		out = append(out, f.Torch)
-	}
-	return out
-}
-
-// lookup returns the op named name.
-func lookup(name string) (*suite.Op, bool) {
-	for _, op := range allOps() {
-		if op.Name == name {
-			return op, true
-		}
-	}
-	return nil, false
-}
-
 // cli is one invocation: where results and progress go.
 type cli struct {
 	stdout, stderr io.Writer
@@ -305,7 +277,7 @@ func newMatcher(pattern, casePattern string) (*matcher, error) {
 // pattern. A pattern that matches none is an error.
 func (m *matcher) ops() ([]*suite.Op, error) {
 	var out []*suite.Op
-	for _, op := range allOps() {
+	for _, op := range families().Ops() {
 		if m.re.MatchString(op.Name) || m.re.MatchString(op.Family+"/"+op.Name) {
 			out = append(out, op)
 		}

@@ -27,7 +27,7 @@ import (
 func init() {
 	var testOps []*suite.Op
 	defer func() {
-		families = func() []suite.Family {
+		families = func() suite.Families {
 			return append(registry.Families(), suite.Family{Name: "kittens-test", Ops: testOps, Torch: "# kittens-test"})
 		}
 	}()

@@ -91,7 +91,7 @@ const statusFile = "STATUS.md"
 // them; a case the registry no longer lists has none.
 func setGoals(rep *bench.Report) {
 	for i, e := range rep.Entries {
-		if op, ok := lookup(e.Op); ok {
+		if op, ok := families().Lookup(e.Op); ok {
 			if j := slices.IndexFunc(op.Benches, func(b bench.Case) bool { return b.Name == e.Case }); j >= 0 {
 				rep.Entries[i].Goal = op.Benches[j].Goal
 			}

@@ -4,38 +4,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gokittens/kittens/bench"
 	"github.com/gokittens/kittens/check"
 	"github.com/gokittens/kittens/internal/gputest"
 )
-
-// TestSuite checks the suite's shape: unique op and case names, parity
-// cases for every op, and the row-wise goal on every benchmark case.
-func TestSuite(t *testing.T) {
-	f := Suite()
-	if f.Name != "norm" || f.Torch == "" {
-		t.Fatalf("family %q, %d bytes of PyTorch snippet", f.Name, len(f.Torch))
-	}
-	seen := map[string]bool{}
-	for _, op := range f.Ops {
-		if seen[op.Name] || op.Family != f.Name || len(op.Checks) == 0 {
-			t.Errorf("op %q (family %q): duplicate, foreign or without cases", op.Name, op.Family)
-		}
-		seen[op.Name] = true
-		names := map[string]bool{}
-		for _, c := range op.Checks {
-			if names[c.Name] {
-				t.Errorf("%s: duplicate case %q", op.Name, c.Name)
-			}
-			names[c.Name] = true
-		}
-		for _, c := range op.Benches {
-			if c.Goal != bench.RowwiseGoal {
-				t.Errorf("%s %s: goal %+v, want bench.RowwiseGoal", op.Name, c.Name, c.Goal)
-			}
-		}
-	}
-}
 
 // TestLayerNormStridingGrid runs LayerNorm's resident, row-striding grid,
 // where a block prefetches its next row, in every dtype (the suite reaches
