@@ -31,7 +31,8 @@
 //
 // Defines: ELEM (bf16, f16, float), ACT (0 silu, 1 gelu, 2 gelu_tanh,
 // 3 relu, 4 tanh), VEC (elements per access), UNROLL (items per pass),
-// EVICT_LAST (16-byte reads carry an L2 evict-last policy; see vload),
+// EVICT_LAST (16-byte reads carry an L2 evict-last policy and release their
+// lines after use; see vload),
 // SINGLE (one pass of whole items, see above);
 // for act_gated, LAYOUT (0 halves, 1 interleaved with the gate first,
 // 2 interleaved with the gate second) and FULL (1: the SwiGLU terms and
@@ -54,60 +55,29 @@ constexpr int kHalves = 0;
 constexpr int kInterGateFirst = 1;
 constexpr bool kInter = kLayout != kHalves;
 
-// Vec is VEC elements read or written by one instruction.
-struct alignas(kBytes) Vec { E v[kVec]; };
+// V is the VEC elements of an item, moved by one load or store.
+using V = Vec<E, kVec>;
 
-// vload reads a Vec; a full 16-byte one goes through load_pack, which
-// skips L1, unless the kernel also writes this memory (kNC false: in-place
-// calls). With EVICT_LAST a 16-byte read, in place or not, asks L2 to evict
-// the line last (load16_evict_last, a coherent load).
-template <bool kNC> KI Vec vload(const E* p) {
-  if constexpr (kBytes == 16 && kNC && !EVICT_LAST) {
-    const Pack<E> q = load_pack(p);
-    return *reinterpret_cast<const Vec*>(&q);
-  } else {
-    return load_hinted<EVICT_LAST != 0, Vec>(p);
-  }
+// vload reads an item's V. A full 16-byte one is read once through the
+// read-only path without allocating in L1 (Cache::stream), unless the kernel
+// also writes this memory (kNC false: in-place calls); with EVICT_LAST a
+// 16-byte read, in place or not, asks L2 to evict the line last instead
+// (Cache::last, a coherent load), and the line is released once the item is
+// written (kRelease).
+template <bool kNC> KI V vload(const E* p) {
+  constexpr Cache c = kBytes != 16 ? Cache::plain : EVICT_LAST ? Cache::last : kNC ? Cache::stream : Cache::plain;
+  return load<V, c>(p);
 }
 
-// vstore writes a Vec, 16 bytes with the evict-first (.cs) policy: the
-// output is not read again by this kernel, and keeping it from displacing
-// other lines measured 3-5% faster than a plain store at large sizes.
-KI void vstore(E* p, const Vec& v) {
-  if constexpr (kBytes == 16) {
-    const uint4 u = *reinterpret_cast<const uint4*>(&v);
-    asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w) : "memory");
-  } else {
-    *reinterpret_cast<Vec*>(p) = v;
-  }
-}
+// kRelease: the 16-byte reads were evict-last, and each item hands its
+// lines back once written (see l2_release_opening; `opens` marks an item
+// that starts its row or its warp's items).
+constexpr bool kRelease = EVICT_LAST && kBytes == 16;
 
-// widen converts a Vec to fp32, word by word for 16-bit pairs (T is E; a
-// template so that the pair path is only instantiated where it applies).
-template <class T = E> KI void widen(const Vec& v, float (&f)[kVec]) {
-  if constexpr (sizeof(T) == 2 && kVec % 2 == 0) {
-    const u32* w = reinterpret_cast<const u32*>(&v);
-#pragma unroll
-    for (int i = 0; i < kVec / 2; i++) unpack2<T>(w[i], f[2 * i], f[2 * i + 1]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVec; i++) f[i] = to_float(v.v[i]);
-  }
-}
-
-// narrow rounds fp32 values to a Vec, the inverse of widen.
-template <class T = E> KI Vec narrow(const float (&f)[kVec]) {
-  Vec r;
-  if constexpr (sizeof(T) == 2 && kVec % 2 == 0) {
-    u32* w = reinterpret_cast<u32*>(&r);
-#pragma unroll
-    for (int i = 0; i < kVec / 2; i++) w[i] = pack2<T>(f[2 * i], f[2 * i + 1]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVec; i++) r.v[i] = from_float<T>(f[i]);
-  }
-  return r;
-}
+// vstore writes a V, 16 bytes with the evict-first (.cs) policy: the output
+// is not read again by this kernel, and keeping it from displacing other
+// lines measured 3-5% faster than a plain store at large sizes.
+KI void vstore(E* p, const V& v) { store<kBytes == 16 ? Cache::stream : Cache::plain>(p, v); }
 
 // Fast hardware approximations: ex2 (2^x, ≤ 2 ulp; results below 2^−126
 // flush to 0) and rcp (1/x, ≤ 1 ulp). They keep the math a few
@@ -164,8 +134,8 @@ KI float act(float x, float alpha) {
   // x·Φ(x) is x − |x|·Φ(−|x|) for x ≥ 0 and −|x|·Φ(−|x|) for x < 0; the
   // max(x, −0) keeps the sign of a tail that flushes to zero. At x = +inf
   // this is inf − inf·0 = NaN, where torch gives +inf: returning x there
-  // cost 5–6% at gelu_and_mul 4096x256 and 2% at 16384x256 (H200, four
-  // rounds against this code), so it is left, and documented (act.GELU).
+  // cost 5–6% (gelu_and_mul 4096x256), so it is left, and documented
+  // (act.GELU).
   return fmaf(-fabsf(x), normal_tail(x), fmaxf(x, -0.f));
 #elif ACT == 2
   // ½·(1 + tanh u) = σ(2u), u = √(2/π)·(x + 0.044715·x³); x² overflowing to
@@ -208,7 +178,7 @@ KI void unary_rows(E* y, const E* x, int cols, long long sy, long long sx, Divid
   const unsigned step = gridDim.x * blockDim.x * kUnroll;
   for (unsigned base = blockIdx.x * blockDim.x * kUnroll + threadIdx.x; base < items; base += step) {
     Item at[kUnroll];
-    Vec in[kUnroll];
+    V in[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
       const unsigned it = base + u * blockDim.x;
@@ -222,10 +192,11 @@ KI void unary_rows(E* y, const E* x, int cols, long long sy, long long sx, Divid
       E* ys = y + at[u].row * sy;
       if (whole(at[u], cols)) {
         float f[kVec];
-        widen(in[u], f);
+        unpack(in[u], f);
 #pragma unroll
         for (int i = 0; i < kVec; i++) f[i] = act(f[i], 1.f);
-        vstore(ys + at[u].col, narrow(f));
+        vstore(ys + at[u].col, pack<V>(f));
+        if constexpr (kRelease) l2_release_opening(x + at[u].row * sx + at[u].col, (threadIdx.x & 31) == 0 || at[u].col == 0);
       } else {
         const E* xs = x + at[u].row * sx;
         for (int c = at[u].col; c < cols; c++) ys[c] = from_float<E>(act(to_float(xs[c]), 1.f));
@@ -279,7 +250,7 @@ act_gated(E* y, const E* x, int d, long long sy, long long sx, unsigned per_row,
   const unsigned step = gridDim.x * blockDim.x * kUnroll;
   for (unsigned base = blockIdx.x * blockDim.x * kUnroll + threadIdx.x; base < items; base += step) {
     Item at[kUnroll];
-    Vec a[kUnroll], b[kUnroll];
+    V a[kUnroll], b[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
       const unsigned it = base + u * blockDim.x;
@@ -300,8 +271,8 @@ act_gated(E* y, const E* x, int d, long long sy, long long sx, unsigned per_row,
       E* ys = y + at[u].row * sy;
       if (whole(at[u], d)) {
         float fa[kVec], fb[kVec], out[kVec];
-        widen(a[u], fa);
-        widen(b[u], fb);
+        unpack(a[u], fa);
+        unpack(b[u], fb);
 #pragma unroll
         for (int i = 0; i < kVec; i++) {
           if constexpr (kInter) {
@@ -314,7 +285,15 @@ act_gated(E* y, const E* x, int d, long long sy, long long sx, unsigned per_row,
             out[i] = gated_one(fa[i], fb[i], limit, alpha, up_add);
           }
         }
-        vstore(ys + at[u].col, narrow(out));
+        vstore(ys + at[u].col, pack<V>(out));
+        if constexpr (kRelease) {
+          // The gate and up reads' lines: each half is a run of its own; an
+          // interleaved item's second vector follows its first.
+          const bool opens = (threadIdx.x & 31) == 0 || at[u].col == 0;
+          const E* pa = kInter ? xs + 2 * at[u].col : xs + g_off + at[u].col;
+          l2_release_opening(pa, opens);
+          l2_release_opening(kInter ? pa + kVec : xs + u_off + at[u].col, !kInter && opens);
+        }
       } else {
         const int in_step = kInter ? 2 : 1;
         for (int c = at[u].col; c < d; c++)

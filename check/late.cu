@@ -18,8 +18,7 @@ extern "C" __global__ void restore_late(const u64* table, int n, u64 ns) {
     u8* dst = reinterpret_cast<u8*>(table[3 * i]);
     const u8* src = reinterpret_cast<const u8*>(table[3 * i + 1]);
     const u64 bytes = table[3 * i + 2], whole = bytes / 16;
-    for (u64 j = tid; j < whole; j += step)
-      reinterpret_cast<uint4*>(dst)[j] = reinterpret_cast<const uint4*>(src)[j];
+    for (u64 j = tid; j < whole; j += step) store(dst + 16 * j, load<Vec<u8, 16>>(src + 16 * j));
     for (u64 j = whole * 16 + tid; j < bytes; j += step) dst[j] = src[j];
   }
 }

@@ -23,12 +23,13 @@
 //
 // Ring (RING > 0, prefill with 16-byte aligned rows). Instead of register
 // batches, thread 0 bulk-copies (cp.async.bulk) the block's slice of RING
-// rows at a time into a shared-memory ring of STAGES stages, each stage
-// completing on its "full" mbarrier; the threads read their channels from
-// shared memory, and each warp arrives on the stage's "empty" mbarrier when
-// done, after which thread 0 refills it. A 16-token chunk is thus wholly in
-// flight as soon as the block starts, without the registers a batch took
-// (2-3% faster than register batches on the benchmark shapes; NOTES.md).
+// rows at a time into a Ring (tile.cuh) of STAGES stages in shared memory;
+// the threads read their channels from shared memory, and each warp
+// releases the stage when done, after which thread 0 refills it. A 16-token
+// chunk is thus wholly in flight as soon as the block starts, without the
+// registers a batch took (2-3% faster than register batches on the
+// benchmark shapes; NOTES.md). With EVICT_LAST the copies ask L2 to evict
+// their lines last, and each stage's lines are released once it is done.
 //
 // Grid. Channel blocks run along x, fastest, so that the blocks in flight
 // read and write whole rows; slots along y, spilling into z past 65535
@@ -81,95 +82,33 @@
 typedef DTYPE T;
 constexpr int W = WIDTH;                      // taps
 constexpr int kShift = 0, kSpec = 1, kCircular = 2;  // MODE: the decode state rule
-constexpr int kBytes = VEC * (int)sizeof(T);  // bytes a thread moves per token
 
-template <int B> struct WordOf;
-template <> struct WordOf<2> { typedef u16 t; };
-template <> struct WordOf<4> { typedef u32 t; };
-template <> struct WordOf<8> { typedef uint2 t; };
-template <> struct WordOf<16> { typedef uint4 t; };
-typedef WordOf<kBytes>::t Word;
+// Raw is the VEC channels of one token in storage format, moved as one
+// access; 16-bit channels are converted two at a time, straight from and to
+// the 32-bit words they are loaded in (unpack, pack).
+using Raw = Vec<T, VEC>;
 
-// Pairs: 16-bit types with at least two channels per thread are converted
-// two at a time, straight from and to the 32-bit words they are loaded in.
-constexpr bool kPairs = sizeof(T) == 2 && VEC >= 2;
-
-// Raw is the VEC channels of one token in storage format, moved as one word.
-union Raw {
-  Word w;
-  T v[VEC];
-  u32 u[kBytes >= 4 ? kBytes / 4 : 1];
-};
-
-template <class E> struct IsBF16 { static constexpr bool v = false; };
-template <> struct IsBF16<bf16> { static constexpr bool v = true; };
 // kTanh: SiLU through one tanh.approx (relative error about 2^-11, far
 // below bf16's 2^-9 rounding), on a pre-activation computed at half scale.
 // f16 keeps the two-unit form: its outputs resolve 2^-11.
-constexpr bool kTanh = SILU && IsBF16<T>::v;
+constexpr bool kTanh = SILU && same<T, bf16>;
 
-KI Raw ld(const T* p) {
-  Raw r;
-  r.w = *reinterpret_cast<const Word*>(p);
-  return r;
-}
-KI void st(T* p, const Raw& r) { *reinterpret_cast<Word*>(p) = r.w; }
+KI Raw ld(const T* p) { return load<Raw>(p); }
+KI void st(T* p, const Raw& r) { store(p, r); }
 
 // With HINTS, x is read through the non-coherent path without allocating in
 // L1, and y is stored as streaming (evict first): both are touched once.
 // HINTS is off for in-place calls, where x is also written.
-KI void ld_nc(uint4& d, const void* p) {
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w) : "l"(p));
-}
-KI void ld_nc(uint2& d, const void* p) { asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(d.x), "=r"(d.y) : "l"(p)); }
-KI void ld_nc(u32& d, const void* p) { asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(d) : "l"(p)); }
-KI void ld_nc(u16& d, const void* p) { asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(d) : "l"(p)); }
-KI void st_cs(void* p, const uint4& v) {
-  asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
-KI void st_cs(void* p, const uint2& v) { asm volatile("st.global.cs.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory"); }
-KI void st_cs(void* p, u32 v) { asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory"); }
-KI void st_cs(void* p, u16 v) { asm volatile("st.global.cs.u16 [%0], %1;" ::"l"(p), "h"(v) : "memory"); }
+constexpr Cache kHint = HINTS ? Cache::stream : Cache::plain;
+KI Raw ld_x(const T* p) { return load<Raw, kHint>(p); }
+KI void st_y(T* p, const Raw& r) { store<kHint>(p, r); }
 
-KI Raw ld_x(const T* p) {
-#if HINTS
-  Raw r;
-  ld_nc(r.w, p);
-  return r;
-#else
-  return ld(p);
+#if RING
+constexpr int kBytes = VEC * (int)sizeof(T);  // bytes a thread moves per token
+// The ring's bulk copies read x under Cache::last with EVICT_LAST; each
+// stage's lines are released once its tokens are done.
+constexpr Cache kRingCache = EVICT_LAST ? Cache::last : Cache::plain;
 #endif
-}
-KI void st_y(T* p, const Raw& r) {
-#if HINTS
-  st_cs(p, r.w);
-#else
-  st(p, r);
-#endif
-}
-
-// (Templates, so that the pair branch is only instantiated for 16-bit T.)
-template <class E = T> KI void to_floats(float (&f)[VEC], const Raw& r) {
-  if constexpr (kPairs) {
-#pragma unroll
-    for (int i = 0; i < VEC / 2; ++i) unpack2<E>(r.u[i], f[2 * i], f[2 * i + 1]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) f[i] = to_float(r.v[i]);
-  }
-}
-
-template <class E = T> KI Raw from_floats(const float (&f)[VEC]) {
-  Raw r;
-  if constexpr (kPairs) {
-#pragma unroll
-    for (int i = 0; i < VEC / 2; ++i) r.u[i] = pack2<E>(f[2 * i], f[2 * i + 1]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) r.v[i] = from_float<T>(f[i]);
-  }
-  return r;
-}
 
 // silu(v) = v / (1 + 2^(-v·log2 e)), through the approximate ex2 and rcp
 // units (relative error about 1e-7).
@@ -197,7 +136,7 @@ struct Conv {
   // step consumes token x and returns its output.
   KI Raw step(const Raw& x) {
     float xv[VEC], acc[VEC];
-    to_floats(xv, x);
+    unpack(x, xv);
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
       float a = b[i];
@@ -215,13 +154,13 @@ struct Conv {
       for (int i = 0; i < VEC; ++i) win[m][i] = win[m + 1][i];
 #pragma unroll
     for (int i = 0; i < VEC; ++i) win[W - 2][i] = xv[i];
-    return from_floats(acc);
+    return pack<Raw>(acc);
   }
 };
 
 KI Raw zero_raw() {
   Raw r;
-  r.w = Word{};
+  r.zero();
   return r;
 }
 
@@ -241,17 +180,16 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
   // The block's channels start at cb0; pitch is a ring row, row_bytes the
   // part of it inside dim. The barriers are set up before any thread can
   // leave: empty[] counts the warps that hold channels.
-  extern __shared__ __align__(128) unsigned char ring[];
+  extern __shared__ __align__(128) unsigned char stages[];
   __shared__ u64 full[STAGES], empty[STAGES];
+  const Ring ring{full, empty, STAGES};
   const int cb0 = blockIdx.x * blockDim.x * VEC;
   const int pitch = blockDim.x * kBytes;
   const int live = min((int)blockDim.x, (dim - cb0) / VEC);  // threads with channels
   const int row_bytes = live * kBytes;
   const int in_warp = live - (int)(threadIdx.x & ~31u);
   const unsigned warp_mask = in_warp >= 32 ? 0xffffffffu : (1u << in_warp) - 1;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < STAGES; ++i) mbar_init(&full[i], 1), mbar_init(&empty[i], (live + 31) / 32);
-  }
+  if (threadIdx.x == 0) ring.init((live + 31) / 32);
   __syncthreads();
 #endif
 
@@ -315,18 +253,15 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
   // one-token loop finishes the chunk. The loop is rotated so that the
   // first batch is issued here, before the slot index is waited on: x
   // depends only on the sequence, and it is never a conv state, so its
-  // loads may also pass the state writes below. On an H200 (TestTune, two
-  // calls, µs) against issuing it after the slot index and the window's
-  // loads: B256 16.48–16.64 → 15.94–16.06, B32 6.62–6.78 → 6.34–6.46,
-  // circular B256 16.06–16.16 → 14.94–15.14, spec4 B256 25.47–25.63 →
-  // 24.54–25.02, spec4 B32 8.29–8.51 → 7.87–8.00; B1 level.
+  // loads may also pass the state writes below (decode B256: 16.5 → 16.0 µs
+  // against issuing it after the slot index and the window's loads).
   long long t = tbeg;
   Raw buf[UNROLL];
-  auto load = [&] {
+  auto load_batch = [&] {
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) buf[u] = ld_x(xc + (t + u) * x_stride);
   };
-  if (t + UNROLL <= tend) load();
+  if (t + UNROLL <= tend) load_batch();
 #endif
 
   const bool stateful = state_in != nullptr || state_out != nullptr;
@@ -375,18 +310,10 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     // source of a batch loaded before any of it is written: column j's
     // source, old_col(len + j) > j, lies right of every column written so
     // far. A column at a time, each load waits for the previous store (the
-    // compiler cannot tell si from so). On an H200, while the token batch
-    // still waited for the slot index (TestTune, µs, two calls; the old
-    // code / the token batch moved before the window's loads / that and
-    // this batch): B256 spec4 (three such columns) 26.56 / 26.85 / 25.47
-    // and 26.53 / 26.66 / 25.44, B32 spec4 8.90 / 9.12 / 8.42 and 8.86 /
-    // 8.86 / 8.35; this batch alone, in an earlier call, 26.82 and 26.62
-    // against 26.98 and 26.88. The ring (prefill) writes one column at a
-    // time: batched there, its kernel ran 3-7% slower on an H200 (kittens
-    // bench, two rounds, µs, one column / four: 1x32768 255.0 / 267.3,
-    // 8 seqs 16384 tokens 134.6 / 143.2, 1x4096 39.0 / 40.4). Only one
-    // block of a sequence writes these columns, so the cost is not the
-    // writes; why the whole kernel slows is not established.
+    // compiler cannot tell si from so; spec4 B32: 8.9 → 8.4 µs batched).
+    // The ring (prefill) writes one column at a time: batched there, its
+    // kernel ran 3-7% slower, not because of the writes (one block of a
+    // sequence makes them); why is not established.
     if (so != nullptr) {
       constexpr int kOlderBatch = RING ? 1 : 4;
       for (int j0 = 0; j0 < older; j0 += kOlderBatch) {
@@ -412,18 +339,17 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
 
 #if RING
   // The ring: thread 0 bulk-copies stage i (RING rows of the block's
-  // channels) into slot i % STAGES, completing on full[slot]; once every
-  // warp has arrived on empty[slot] it refills the slot with stage
-  // i + STAGES. The first STAGES stages are issued before anything loaded
-  // is converted.
+  // channels) into slot i % STAGES; once every warp has released the slot it
+  // refills it with stage i + STAGES. The first STAGES stages are issued
+  // before anything loaded is converted.
   const int nst = (int)((tend - tbeg + RING - 1) / RING);
   auto issue = [&](int i) {
-    const int sl = i % STAGES;
+    const int sl = RingPos::at(i, STAGES).slot;
     const long long r0 = tbeg + (long long)i * RING;
     const int rows = (int)(tend - r0 < RING ? tend - r0 : RING);
-    mbar_expect_tx(&full[sl], (u32)(rows * row_bytes));
+    u64* bar = ring.commit(sl, (u32)(rows * row_bytes));
     for (int r = 0; r < rows; ++r)
-      bulk_load<EVICT_LAST != 0>(ring + (sl * RING + r) * pitch, x + (r0 + r) * x_stride + cb0, (u32)row_bytes, &full[sl]);
+      bulk_load<kRingCache>(stages + (sl * RING + r) * pitch, x + (r0 + r) * x_stride + cb0, (u32)row_bytes, bar);
   };
   if (threadIdx.x == 0)
     for (int i = 0; i < STAGES && i < nst; ++i) issue(i);
@@ -436,24 +362,20 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
 #pragma unroll
   for (int i = 0; i < VEC; ++i)
 #pragma unroll
-    for (int j = 0; j < W; ++j) cv.w[j][i] = kScale * to_float(wr[(i * W + j) / VEC].v[(i * W + j) % VEC]);
-  to_floats(cv.b, br);
+    for (int j = 0; j < W; ++j) cv.w[j][i] = kScale * wr[(i * W + j) / VEC].get((i * W + j) % VEC);
+  unpack(br, cv.b);
 #pragma unroll
   for (int i = 0; i < VEC; ++i) cv.b[i] *= kScale;
 #pragma unroll
-  for (int m = 0; m < W - 1; ++m) to_floats(cv.win[m], win[m]);
+  for (int m = 0; m < W - 1; ++m) unpack(win[m], cv.win[m]);
 
 #if RING
-  const unsigned char* mine = ring + threadIdx.x * kBytes;
-  auto lds = [&](int sl, int r) {
-    Raw v;
-    v.w = *reinterpret_cast<const Word*>(mine + (sl * RING + r) * pitch);
-    return v;
-  };
+  const unsigned char* mine = stages + threadIdx.x * kBytes;
+  auto lds = [&](int sl, int r) { return *reinterpret_cast<const Raw*>(mine + (sl * RING + r) * pitch); };
   for (int i = 0; i < nst; ++i) {
-    const int sl = i % STAGES;
-    const u32 phase = (i / STAGES) & 1;
-    mbar_wait(&full[sl], phase);
+    const RingPos use = RingPos::at(i, STAGES);
+    const int sl = use.slot;
+    ring.wait(use);
     const long long r0 = tbeg + (long long)i * RING;
     if (r0 + RING <= tend) {
       Raw buf[RING];
@@ -464,10 +386,16 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
     } else {
       for (long long t = r0; t < tend; ++t) st_y(out + t * os, cv.step(lds(sl, (int)(t - r0))));
     }
-    __syncwarp(warp_mask);
-    if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[sl]);
+    if constexpr (kRingCache == Cache::last) {
+      // The copies have landed: this thread's columns of the stage's rows
+      // go back to normal priority (thread 0 opens the block's columns).
+#pragma unroll
+      for (int u = 0; u < RING; ++u)
+        if (r0 + u < tend) l2_release_opening(xc + (r0 + u) * x_stride, threadIdx.x == 0);
+    }
+    ring.release(sl, warp_mask);
     if (threadIdx.x == 0 && i + STAGES < nst) {
-      mbar_wait(&empty[sl], phase);
+      ring.acquire(RingPos::at(i + STAGES, STAGES));
       issue(i + STAGES);
     }
   }
@@ -476,7 +404,7 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) st_y(out + (t + u) * os, cv.step(buf[u]));
     t += UNROLL;
-    if (t + UNROLL <= tend) load();
+    if (t + UNROLL <= tend) load_batch();
   }
   for (; t < tend; ++t) st_y(out + t * os, cv.step(ld_x(xc + t * x_stride)));
 #endif
@@ -492,7 +420,7 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
       if (MODE == kCircular && !input) continue;
       Raw v;
       if (MODE == kSpec && !input) v = ld(si + old_col(len + older + m) * in_col_stride);
-      else v = whole ? from_floats(cv.win[m]) : ld(xc + (end - (W - 1) + m) * x_stride);
+      else v = whole ? pack<Raw>(cv.win[m]) : ld(xc + (end - (W - 1) + m) * x_stride);
       st(so + (long long)new_col(older + m) * out_col_stride, v);
     }
   }

@@ -1,7 +1,8 @@
 // kittens.cuh: the shared device vocabulary. Storage types for the 16-bit
 // and 8-bit floats, one-instruction conversions to and from fp32 (round to
-// nearest even; fp8 saturates to the finite range), 16-byte packs for
-// coalesced vector access, and warp/block reductions in fp32.
+// nearest even; fp8 saturates to the finite range), Vec: the vectors every
+// global load and store moves, with their cache hints and the L2 release,
+// and warp/block reductions in fp32.
 #pragma once
 
 typedef signed char i8;
@@ -89,71 +90,252 @@ template <> KI void unpack2<f16>(u32 w, float& lo, float& hi) {
   hi = to_float(f16{(u16)(w >> 16)});
 }
 
-// Pack<Elem> is 16 bytes of T: the unit of every vectorized load and store.
-template <class Elem> struct __align__(16) Pack {
-  static constexpr int N = 16 / sizeof(Elem);
-  Elem v[N];
+// same<A, B> is std::is_same_v (NVRTC has no standard headers).
+template <class A, class B> constexpr bool same = false;
+template <class A> constexpr bool same<A, A> = true;
+
+// bits_of returns a 16- or 8-bit element's bits; of_bits<T> makes such a T
+// of the low bits of a word.
+KI u32 bits_of(bf16 v) { return v.bits; }
+KI u32 bits_of(f16 v) { return v.bits; }
+KI u32 bits_of(fp8e4m3 v) { return v.bits; }
+KI u32 bits_of(fp8e5m2 v) { return v.bits; }
+template <class T> KI T of_bits(u32 b);
+template <> KI bf16 of_bits<bf16>(u32 b) { return bf16{(u16)b}; }
+template <> KI f16 of_bits<f16>(u32 b) { return f16{(u16)b}; }
+template <> KI fp8e4m3 of_bits<fp8e4m3>(u32 b) { return fp8e4m3{(u8)b}; }
+template <> KI fp8e5m2 of_bits<fp8e5m2>(u32 b) { return fp8e5m2{(u8)b}; }
+
+// Bits<B>::t is the machine type of B bytes (1 to 16); VecBits<B, P>::t is
+// B bytes moved in pieces of P: one such type where P is B, else a struct
+// of them.
+template <int B> struct Bits;
+template <> struct Bits<1> { typedef u8 t; };
+template <> struct Bits<2> { typedef u16 t; };
+template <> struct Bits<4> { typedef u32 t; };
+template <> struct Bits<8> { typedef uint2 t; };
+template <> struct Bits<16> { typedef uint4 t; };
+template <int B, int P, bool One = B == P> struct VecBits { struct t { typename Bits<P>::t q[B / P]; }; };
+template <int B, int P> struct VecBits<B, P, true> { typedef typename Bits<B>::t t; };
+
+// Vec<T, N> is N elements of T that move between registers and memory as
+// one access: a load or store of N·sizeof(T) bytes (1 to 16; a larger plain
+// Vec moves as 16-byte pieces), aligned to its size up to 16. A smaller
+// alignment A makes the compiler split it into accesses of A bytes.
+//
+// A Vec is at once its bits as moved (b: one access, or pieces of A bytes),
+// its elements (e[]) and, where the elements fill whole 32-bit words, those
+// words (w[]): a pair of 16-bit values then stays in one register from the
+// load to the store and converts to or from two floats in one instruction
+// (get, set2). Words = true keeps a smaller vector padded to a word (a
+// register-only holder: it is never loaded or stored as a Vec). Loads and
+// stores copy b: register-capped kernels' allocation depends on that form
+// (conv1d's decode spilled five times as much when its vectors moved as
+// arrays of words).
+//
+//   at(i), put(i, x)   element i as stored
+//   get(i), set(i, f)  element i as fp32 (rounded to nearest even)
+//   set2(i, lo, hi)    elements i and i + 1 (i even)
+//   zero()             every element +0
+template <class T, int N, int A = (N * (int)sizeof(T) < 16 ? N * (int)sizeof(T) : 16),
+          bool Words = (N * sizeof(T)) % 4 == 0 && A >= 4>
+struct alignas(A) Vec {
+  static_assert(A >= 4 && (A & (A - 1)) == 0, "words are at least word-aligned");
+  typedef T elem;
+  static constexpr int n = N, bytes = N * (int)sizeof(T);
+  static constexpr int size = (bytes + 3) / 4 * 4, piece = A < 16 ? A : 16;
+  static_assert(size % (size < piece ? size : piece) == 0, "a vector moves as whole pieces");
+  union {
+    typename VecBits<size, (size < piece ? size : piece)>::t b;
+    T e[N];
+    u32 w[size / 4];
+  };
+
+  KI T at(int i) const {
+    if constexpr (sizeof(T) == 4) {
+      return e[i];
+    } else {
+      constexpr int per = 4 / sizeof(T);
+      return of_bits<T>(w[i / per] >> (8 * (int)sizeof(T) * (i % per)));
+    }
+  }
+  KI void put(int i, T x) {
+    if constexpr (sizeof(T) == 4) {
+      e[i] = x;
+    } else {
+      constexpr int per = 4 / sizeof(T), width = 8 * sizeof(T);
+      const int s = width * (i % per);
+      w[i / per] = (w[i / per] & ~(((1u << width) - 1) << s)) | (bits_of(x) << s);
+    }
+  }
+  KI float get(int i) const {
+    if constexpr (same<T, bf16>) {
+      const u32 x = w[i / 2];  // a bf16 is the top half of an fp32: a shift or a mask widens it
+      return __uint_as_float(i % 2 ? x & 0xffff0000u : x << 16);
+    } else {
+      return to_float(at(i));
+    }
+  }
+  KI void set(int i, float f) { put(i, from_float<T>(f)); }
+  KI void set2(int i, float lo, float hi) {
+    if constexpr (same<T, bf16> || same<T, f16>) {
+      w[i / 2] = pack2<T>(lo, hi);
+    } else {
+      set(i, lo);
+      set(i + 1, hi);
+    }
+  }
+  KI void zero() {
+#pragma unroll
+    for (int q = 0; q < size / 4; ++q) w[q] = 0;
+  }
+};
+template <class T, int N, int A>
+struct alignas(A) Vec<T, N, A, false> {
+  static_assert(A >= (int)alignof(T) && (A & (A - 1)) == 0, "elements are at least element-aligned");
+  typedef T elem;
+  static constexpr int n = N, bytes = N * (int)sizeof(T);
+  static constexpr int piece = A < 16 ? A : 16;
+  static_assert(bytes % (bytes < piece ? bytes : piece) == 0, "a vector moves as whole pieces");
+  union {
+    typename VecBits<bytes, (bytes < piece ? bytes : piece)>::t b;
+    T e[N];
+  };
+
+  KI T at(int i) const { return e[i]; }
+  KI void put(int i, T x) { e[i] = x; }
+  KI float get(int i) const { return to_float(e[i]); }
+  KI void set(int i, float f) { e[i] = from_float<T>(f); }
+  KI void set2(int i, float lo, float hi) { set(i, lo), set(i + 1, hi); }
+  KI void zero() {
+#pragma unroll
+    for (int i = 0; i < N; ++i) e[i] = of_bits<T>(0);
+  }
 };
 
-// Loads that bypass L1 (data read once) and plain/streaming stores.
-template <class Elem> KI Pack<Elem> load_pack(const Elem* p) {
-  Pack<Elem> r; uint4 u;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(p));
-  *reinterpret_cast<uint4*>(&r) = u; return r;
+// unpack widens a Vec to fp32; pack rounds fp32 values to one, pairs of
+// 16-bit values in one instruction.
+template <class V> KI void unpack(const V& v, float (&f)[V::n]) {
+#pragma unroll
+  for (int i = 0; i < V::n; ++i) f[i] = v.get(i);
 }
-// load_pack_rw reads data the same kernel may also write (no .nc).
-template <class Elem> KI Pack<Elem> load_pack_rw(const Elem* p) {
-  Pack<Elem> r; *reinterpret_cast<uint4*>(&r) = *reinterpret_cast<const uint4*>(p); return r;
-}
-template <class Elem> KI void store_pack(Elem* p, const Pack<Elem>& v) {
-  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&v);
+template <class V> KI V pack(const float (&f)[V::n]) {
+  V v;
+#pragma unroll
+  for (int i = 0; i + 1 < V::n; i += 2) v.set2(i, f[i], f[i + 1]);
+  if constexpr (V::n % 2 == 1) v.set(V::n - 1, f[V::n - 1]);
+  return v;
 }
 
-// L2 evict-last reads, the policy torch.compile's (Triton's) reductions read
-// their inputs with. l2_evict_last is the cache policy that asks L2 to evict
-// the lines an access brings in last (every access it tags: fraction 1.0).
-// load16_evict_last reads 16 bytes (16-byte aligned) as 4 words under it; it
-// is a coherent load (no .nc), so it may read what the same kernel writes;
-// tile.cuh's bulk_load<true> is the bulk copy under it. On an H200 the hint made norm's large row reads 2-7%
-// faster (16384x8192 bf16: rmsnorm 134.4 -> 129.5 µs, fused_add_rmsnorm
-// 265.1 -> 254.1, layernorm 135.9 -> 130.5), where each block serves one
-// row and the launch moves more than L2 holds; it lost 1-3% where the data
-// fit in L2. An L1-only evict-last hint changed nothing and L2 evict-first
-// lost. On calls larger than L2, in place too, it also gained in act
-// (0.5-1.8% on unary ops), softmax (2-4%), conv1d's ring (1-2%) and rope's
-// [B, H, S, D] launches (0.5-3%); rope's serving layout lost 1.6-5%. Why it
-// helps is not established. It is not the next launch hitting what this one
-// kept (rotating a second input set changed no gain), nor the written lines
-// leaving early (evict-first stores lost, with and without it). Its lines keep
-// their priority after the kernel ends, ahead of the next kernels' data:
-// later kernels whose data would fit in 16-40 MiB of L2 ran 3-12% slower
-// until other kernels' traffic (GEMMs; not a copy) replaced them, as after
-// torch.compile's own rmsnorm. Handing each back after use (applypriority)
-// cost 2-20% on an H200, so they are left (PERFORMANCE.md, lever 7).
-// Callers set it behind a define their picker chooses.
+// Cache is the cache hint of a global load or store:
+//   plain   a coherent access the compiler places (it may read __restrict__
+//           data through the read-only path);
+//   nc      loads: read-only while the kernel runs, kept in L1 (data every
+//           block reads again, such as weights) [ld.global.nc];
+//   stream  loads: read-only, read once, not kept in L1
+//           [ld.global.nc.L1::no_allocate]; stores: written once, evicted
+//           first [st.global.cs];
+//   last    loads: coherent (the kernel may write the data too), and L2
+//           evicts the line last [ld.global.L2::cache_hint, l2_evict_last].
+//           Such lines outlive the kernel unless it releases them
+//           (l2_release) after their last use.
+// Hinted accesses are one instruction each, issued where the code puts them
+// (asm volatile); their Vec is one aligned access of at most 16 bytes.
+enum class Cache { plain, nc, stream, last };
+
+// l2_evict_last is the cache policy that asks L2 to evict the lines an access
+// brings in last (every access it tags: fraction 1.0). It is what
+// torch.compile's (Triton's) reductions read their inputs with; on launches
+// larger than L2 it made our streaming reads 1-4% faster (rmsnorm
+// 16384x8192 bf16 on an H200: 134.4 -> 129.5 µs), for reasons not
+// established. A launch that fits in L2 lost as much, so the pickers set it
+// behind a define.
 KI u64 l2_evict_last() {
   u64 policy;
   asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
-KI void load16_evict_last(const void* p, u32* u) {
-  asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-               : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3])
-               : "l"(p), "l"(l2_evict_last()));
-}
-// load_hinted reads a T at p (aligned for T) with a coherent load: under the
-// L2 evict-last policy where EvictLast is set and T is 16 bytes
-// (load16_evict_last), plainly otherwise. It is the one hinted read every
-// family's picker switches with its define.
-template <bool EvictLast, class T> KI T load_hinted(const void* p) {
-  if constexpr (EvictLast && sizeof(T) == 16) {
-    T v;
-    load16_evict_last(p, reinterpret_cast<u32*>(&v));
+
+// load reads a Vec at p (aligned for it) under hint H.
+template <class V, Cache H = Cache::plain> KI V load(const typename V::elem* p) {
+  if constexpr (H == Cache::plain) {
+    V v;
+    v.b = *reinterpret_cast<const decltype(v.b)*>(p);
     return v;
   } else {
-    return *reinterpret_cast<const T*>(p);
+    static_assert(sizeof(V) == V::bytes && alignof(V) == V::bytes && V::bytes >= 2 && V::bytes <= 16,
+                  "a hinted load is one aligned access of 2 to 16 bytes");
+    V v;
+    u32* u = reinterpret_cast<u32*>(&v);
+    u16* h = reinterpret_cast<u16*>(&v);
+    if constexpr (H == Cache::nc) {
+      if constexpr (V::bytes == 16) asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p));
+      if constexpr (V::bytes == 8) asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(u[0]), "=r"(u[1]) : "l"(p));
+      if constexpr (V::bytes == 4) asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(u[0]) : "l"(p));
+      if constexpr (V::bytes == 2) asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(h[0]) : "l"(p));
+    } else if constexpr (H == Cache::stream) {
+      if constexpr (V::bytes == 16) asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p));
+      if constexpr (V::bytes == 8) asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(u[0]), "=r"(u[1]) : "l"(p));
+      if constexpr (V::bytes == 4) asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(u[0]) : "l"(p));
+      if constexpr (V::bytes == 2) asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(h[0]) : "l"(p));
+    } else {
+      static_assert(H == Cache::last, "a load hint");
+      const u64 pol = l2_evict_last();
+      if constexpr (V::bytes == 16) asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;" : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p), "l"(pol));
+      if constexpr (V::bytes == 8) asm volatile("ld.global.L2::cache_hint.v2.u32 {%0,%1}, [%2], %3;" : "=r"(u[0]), "=r"(u[1]) : "l"(p), "l"(pol));
+      if constexpr (V::bytes == 4) asm volatile("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(u[0]) : "l"(p), "l"(pol));
+      if constexpr (V::bytes == 2) asm volatile("ld.global.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(h[0]) : "l"(p), "l"(pol));
+    }
+    return v;
   }
+}
+
+// store writes v at p (aligned for it) under hint H (plain or stream).
+template <Cache H = Cache::plain, class V> KI void store(typename V::elem* p, const V& v) {
+  if constexpr (H == Cache::plain) {
+    *reinterpret_cast<decltype(v.b)*>(p) = v.b;
+  } else {
+    static_assert(H == Cache::stream, "a store hint");
+    static_assert(sizeof(V) == V::bytes && alignof(V) == V::bytes && V::bytes >= 2 && V::bytes <= 16,
+                  "a hinted store is one aligned access of 2 to 16 bytes");
+    const u32* u = reinterpret_cast<const u32*>(&v);
+    const u16* h = reinterpret_cast<const u16*>(&v);
+    if constexpr (V::bytes == 16) asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(p), "r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3]) : "memory");
+    if constexpr (V::bytes == 8) asm volatile("st.global.cs.v2.u32 [%0], {%1,%2};" :: "l"(p), "r"(u[0]), "r"(u[1]) : "memory");
+    if constexpr (V::bytes == 4) asm volatile("st.global.cs.u32 [%0], %1;" :: "l"(p), "r"(u[0]) : "memory");
+    if constexpr (V::bytes == 2) asm volatile("st.global.cs.u16 [%0], %1;" :: "l"(p), "h"(h[0]) : "memory");
+  }
+}
+
+// l2_release hands the 128-byte line that holds p back to L2's normal
+// eviction priority [applypriority, sm_80 and later], so that lines read
+// under Cache::last (or bulk_load<Cache::last>) do not outlive the kernel
+// and crowd out the next kernels' data: left behind, they made later
+// kernels whose data fit in L2 run 3-12% slower until other traffic
+// replaced them. Call it once a line's data is used for the last time.
+// Where several threads read a line, one release after all their reads
+// (a barrier or shuffle between) suffices; a read after the release would
+// raise the line again.
+KI void l2_release(const void* p) {
+  asm volatile("applypriority.global.L2::evict_normal [%0], 128;" :: "l"((u64)p & ~(u64)127) : "memory");
+}
+
+// l2_release_opening releases the line of a hinted access at p, once the
+// warp's reads are used, where the access opens a run of the line: p starts
+// the line, or `opens` says that this warp does not read the bytes just
+// before p (the first vector of a row, or of the warp's part of it). Every
+// line a warp reads then gets a release from that warp after all of its
+// reads of it, so no barrier between warps is needed.
+KI void l2_release_opening(const void* p, bool opens) {
+  if (opens || ((u64)p & 127) == 0) l2_release(p);
+}
+
+// l2_release_range releases every line that [p, p + bytes) touches, shared
+// out among `lanes` threads of which this is `lane` (a range that one bulk
+// copy read, say, once it has landed and been used).
+KI void l2_release_range(const void* p, u32 bytes, int lane, int lanes) {
+  const u64 end = (u64)p + bytes;
+  for (u64 a = ((u64)p & ~(u64)127) + 128 * (u64)lane; a < end; a += 128 * (u64)lanes) l2_release((const void*)a);
 }
 
 // Warp and block reductions (fp32).

@@ -1,8 +1,8 @@
-// tile.cuh: Hopper tile plumbing. mbarriers in shared memory, TMA tile
-// loads (cp.async.bulk.tensor) and plain bulk copies that complete on an
-// mbarrier, and the thread-block-cluster queries, barriers and shared-memory
-// mapping. Tensor maps arrive as `const __grid_constant__ TensorMap` kernel
-// parameters.
+// tile.cuh: Hopper tile plumbing. mbarriers in shared memory and the
+// producer/consumer ring built on them, TMA tile loads (cp.async.bulk.tensor)
+// and plain bulk copies that complete on an mbarrier, and the
+// thread-block-cluster queries, barriers and shared-memory mapping. Tensor
+// maps arrive as `const __grid_constant__ TensorMap` kernel parameters.
 #pragma once
 #include "kittens.cuh"
 
@@ -29,6 +29,14 @@ KI void mbar_wait(u64* bar, u32 phase) {
       " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
       " @!p bra WAIT_%=;\n}\n" :: "r"(smem_addr(bar)), "r"(phase) : "memory");
 }
+// mbar_test tests, without waiting, whether the phase of the given parity
+// has completed.
+KI bool mbar_test(u64* bar, u32 phase) {
+  u32 ok;
+  asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(ok) : "r"(smem_addr(bar)), "r"(phase) : "memory");
+  return ok != 0;
+}
 // mbar_wait_cluster waits like mbar_wait for a phase whose arrivals came
 // from other blocks of the cluster, with acquire at cluster scope so that
 // their stores before arriving are seen.
@@ -49,17 +57,79 @@ KI void tma_load_2d(void* dst, const TensorMap* map, u64* bar, int x, int y) {
 
 // bulk_load copies bytes (a multiple of 16; src and dst 16-byte aligned)
 // from global memory into shared memory, completing on bar, which the
-// issuing thread has armed for them (mbar_expect_tx). With EvictLast its
-// reads carry an L2 evict-last policy (see l2_evict_last in kittens.cuh).
-template <bool EvictLast = false> KI void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
-  if constexpr (EvictLast) {
+// issuing thread has armed for them (mbar_expect_tx, or Ring::commit). With
+// Cache::last its reads ask L2 to evict the lines last (see Cache in
+// kittens.cuh).
+template <Cache H = Cache::plain> KI void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
+  if constexpr (H == Cache::last) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
                  :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(l2_evict_last()) : "memory");
   } else {
+    static_assert(H == Cache::plain, "bulk copies read plainly or under Cache::last");
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
   }
 }
+
+// Ring is a producer/consumer ring of `slots` shared-memory buffers (the
+// caller lays them out), each guarded by two mbarriers: full[s] completes
+// when the bytes committed to slot s have landed, empty[s] when every
+// consumer warp has released it. The producer and each consumer walk the
+// slots with a RingPos of their own, which holds the slot and the parity of
+// its lap; they meet only through the barriers.
+//
+//   producer:  ring.acquire(pos);                  // slot pos.slot is free
+//              u64* bar = ring.commit(pos.slot, bytes);
+//              bulk_load(..., bar) for those bytes; pos.next(ring.slots);
+//   consumer:  ring.wait(pos) (or ring.ready(pos), without waiting);
+//              read slot pos.slot; pos.next(ring.slots);
+//              ... once done with the slot s: ring.release(s, mask);
+//
+// A consumer may release a slot long after it waited for it: the waiting
+// and the releasing positions are apart. One thread calls init before a
+// barrier of the block (or the cluster) that every user passes.
+struct RingPos {
+  int slot = 0;
+  u32 lap = 0;  // parity of the lap: the phase of full[slot] to wait for
+  KI void next(int slots) {
+    if (++slot == slots) slot = 0, lap ^= 1;
+  }
+  // at is the position of the n-th fill (or use) of a ring: cheap where
+  // slots is a compile-time power of two.
+  KI static RingPos at(int n, int slots) { return RingPos{n % slots, (u32)(n / slots) & 1}; }
+};
+
+struct Ring {
+  u64* full;
+  u64* empty;
+  int slots;
+
+  // init sets up the barriers: one producer arrival (with the bytes) fills a
+  // slot, `consumers` warp arrivals free it.
+  KI void init(u32 consumers) const {
+    for (int s = 0; s < slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], consumers);
+  }
+  // acquire waits until the producer's slot is free: every consumer released
+  // it in the previous lap. On the first lap it returns at once (the phase
+  // before a barrier's first counts as complete); a producer that counts its
+  // fills may skip it there.
+  KI void acquire(const RingPos& p) const { mbar_wait(&empty[p.slot], p.lap ^ 1); }
+  // commit arms the slot for `bytes` (a multiple of 16) and returns the
+  // barrier the copies that bring them complete on.
+  KI u64* commit(int slot, u32 bytes) const {
+    mbar_expect_tx(&full[slot], bytes);
+    return &full[slot];
+  }
+  // wait waits until the consumer's slot is full; ready tests it.
+  KI void wait(const RingPos& p) const { mbar_wait(&full[p.slot], p.lap); }
+  KI bool ready(const RingPos& p) const { return mbar_test(&full[p.slot], p.lap); }
+  // release frees a slot for the producer once this warp (the lanes in
+  // mask) is done with it: lane 0 arrives for the warp.
+  KI void release(int slot, u32 mask = 0xffffffffu) const {
+    __syncwarp(mask);
+    if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[slot]);
+  }
+};
 
 // Cluster queries and the cluster-wide barrier. Before Hopper there are no
 // clusters: every block is a cluster of one, whose barrier is the block's,

@@ -43,25 +43,20 @@
 // fall back to element loads; with EVEN (N a multiple of VEC) there are none
 // and that code is left out. All arithmetic is fp32.
 //
-// With HINT, 16-byte row reads (x and the second input) carry an L2
-// evict-last cache policy, as the first-pass loads of torch.compile's
-// (Triton's) reductions do. It pays where the data stream through L2 (more
-// than it holds). On an H200, in one run: rmsnorm 16384x8192 bf16 134.1 ->
-// 129.3 µs (torch.compile: 129.7), fused_add_rmsnorm 16384x8192 265.0 ->
-// 254.5. An L1 evict-last hint alone changed nothing (134.2), an L2
-// evict-first hint (with L1 evict-last) lost (140.1), and the hint on the
-// weights too gained nothing more (129.3). Why is not established (see
-// l2_evict_last in kittens.cuh: neither reuse by the next launch nor early
-// write-back). The picker sets it (see pickConfig).
+// With HINT, 16-byte row reads (x and the second input) ask L2 to evict
+// their lines last (Cache::last), as the first-pass loads of torch.compile's
+// reductions do, and every row hands its lines back once it is written
+// (l2_release), so that none outlive the kernel. It pays where the data
+// stream through L2 (rmsnorm 16384x8192 bf16 on an H200: 134.1 -> 129.3
+// µs); the picker sets it (pickConfig). The hint on the weights gained
+// nothing more.
 //
 // With ONEPASS (the picker sets it for 16-bit LayerNorm in norm_rows),
 // each warp (or group) reduces its sum and sum of squares in one pass,
 // around a shift: the unit's first element (see row_stats). fp32 data and
-// norm_rows_looped keep two passes. With a warp per row (no barrier; 8 or
-// 16 accesses a lane, weights loaded late) two passes won over one on an
-// H200 (bf16 layernorm 16384x2048 39.14 µs against 42.59, 16384x4096 75.55
-// against 100.22), but that layout lost to a block per row in one pass
-// (38.08 and 68.77), so the picker never asks for it.
+// norm_rows_looped keep two passes. A warp per row (no barrier) is left out:
+// it lost to a block per row in one pass (bf16 layernorm 16384x4096 on an
+// H200: 75.55 µs against 68.77).
 //
 // Defines: DTYPE (bf16, f16, float); KIND (0 RMS: rmsnorm and L2 forward,
 // 1 LAYER, 2 L2_BWD); ADD (0 none, 1 sum rounded to DTYPE, 2 sum kept in
@@ -92,46 +87,16 @@ using Elem = DTYPE;
 static_assert(VEC == 1 || VEC * sizeof(Elem) == 16, "an access is one element or 16 bytes");
 static_assert(GROUP == 0 || (GROUP <= 32 && (GROUP & (GROUP - 1)) == 0), "GROUP is 0 or a power of two up to 32");
 
-// Raw bits of a stored element, and back.
-KI u32 bits_of(float v) { return __float_as_uint(v); }
-KI u32 bits_of(bf16 v) { return v.bits; }
-KI u32 bits_of(f16 v) { return v.bits; }
-KI float widen16(bf16, u32 bits) { return __uint_as_float(bits << 16); }
-KI float widen16(f16, u32 bits) { return to_float(f16{(u16)bits}); }
-KI float widen16(float, u32) { return 0.f; }  // never called: fp32 is one word
-
-// Access is one access of VEC elements as stored, in 32-bit words: 16-bit
-// elements sit two to a register.
-struct alignas(VEC * sizeof(Elem) >= 16 ? 16 : 4) Access {
-  static constexpr int WORDS = (VEC * sizeof(Elem) + 3) / 4;
-  u32 u[WORDS];
-
-  KI float get(int t) const {
-    if constexpr (sizeof(Elem) == 4) {
-      return __uint_as_float(u[t]);
-    } else {
-      const u32 w = u[t / 2];
-      return widen16(Elem{}, (t & 1) ? w >> 16 : w & 0xffffu);
-    }
-  }
-  KI void zero() {
-#pragma unroll
-    for (int q = 0; q < WORDS; ++q) u[q] = 0;
-  }
-  // put stores element t; the access must have been zeroed first.
-  KI void put(int t, Elem v) {
-    if constexpr (sizeof(Elem) == 4) u[t] = bits_of(v);
-    else u[t / 2] |= bits_of(v) << (16 * (t & 1));
-  }
-};
+// Access is one access of VEC elements as stored, in 32-bit words (16-bit
+// elements two to a register). A single 16-bit element is kept in a word of
+// its own: the looped cache holds it so (see cacheBytesPerAccess).
+using Access = Vec<Elem, VEC, (VEC * sizeof(Elem) >= 16 ? 16 : 4), true>;
 
 // Held is how registers (and the looped cache) keep the value being
-// normalized: as stored, except the fp32 sum of the pad kernel.
+// normalized: as stored, except the fp32 sum of the pad kernel (a type of
+// its own, which launder leaves alone).
 #if ADD == 2
-struct alignas(VEC * 4 >= 16 ? 16 : 4) Held {
-  float v[VEC];
-  KI float get(int t) const { return v[t]; }
-};
+struct Held : Vec<float, VEC> {};
 #else
 using Held = Access;
 #endif
@@ -141,38 +106,38 @@ using Held = Access;
 // used, instead of keeping fp32 copies alive (twice the registers for 16-bit
 // data, and registers bound the occupancy that hides memory latency).
 // (Skipping it where a thread holds one access, 8 16-bit elements, lost
-// up to 3% on the one-row shapes it was meant for: H200, same run.)
+// up to 3% on the one-row shapes it was meant for.)
 KI void launder(Access& a) {
 #pragma unroll
-  for (int q = 0; q < Access::WORDS; ++q) asm volatile("" : "+r"(a.u[q]));
+  for (int q = 0; q < (int)(sizeof(a.w) / 4); ++q) asm volatile("" : "+r"(a.w[q]));
 }
 #if ADD == 2
 KI void launder(Held&) {}  // already fp32
 #endif
 
-// load16 reads 16 bytes to u[0..3]. Row reads (rowRead) are coherent loads
-// (no .nc), since x may also be written by this kernel (in place); with HINT
-// they ask L2 to evict the line last (load_hinted). Weights and biases
-// are read-only here and go through the non-coherent path, as a volatile
-// load: the compiler otherwise sinks them toward their first use, which in
-// a block of one row put their L2 round trip after the row's instead of
-// beside it.
-KI void load16(const void* p, u32* u, bool rowRead) {
-  if (!rowRead) {
-    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p));
-    return;
-  }
-  *reinterpret_cast<uint4*>(u) = load_hinted<HINT != 0, uint4>(p);
-}
+// Row reads (x, the second input) are coherent loads, since x may also be
+// written by this kernel (in place); with HINT they ask L2 to evict the line
+// last, and each row's lines are released after its stores (release_row).
+// Weights and biases are read-only here and go through the read-only path,
+// as a volatile load (Cache::nc): the compiler otherwise sinks them toward
+// their first use, which in a block of one row put their L2 round trip
+// after the row's instead of beside it.
+constexpr Cache kRowCache = HINT ? Cache::last : Cache::plain;
+
+// whole reports whether access i of a row of n is whole: loaded and stored
+// as one 16-byte access (with EVEN, every access is).
+KI bool whole(int i, int n) { return VEC > 1 && (EVEN || i * VEC + VEC <= n); }
 
 // load_access reads access i of a row as stored; elements at or past n read
 // +0. rowRead marks the rows read (x, the second input), not the weights,
-// which should stay in L1.
+// which should stay in L1. (A template, so that the 16-byte loads are only
+// instantiated where an access is 16 bytes.)
+template <int V = VEC>
 KI void load_access(const Elem* row, int i, int n, Access& a, bool rowRead) {
-  const int e0 = i * VEC;
-  if constexpr (VEC > 1) {
-    if (EVEN || e0 + VEC <= n) {
-      load16(row + e0, a.u, rowRead);
+  const int e0 = i * V;
+  if constexpr (V > 1) {
+    if (whole(i, n)) {
+      a = rowRead ? load<Access, kRowCache>(row + e0) : load<Access, Cache::nc>(row + e0);
       return;
     }
   }
@@ -187,11 +152,8 @@ KI void load_access(const Elem* row, int i, int n, Access& a, bool rowRead) {
 KI void store_access(Elem* row, int i, int n, const float (&f)[VEC]) {
   const int e0 = i * VEC;
   if constexpr (VEC > 1) {
-    if (EVEN || e0 + VEC <= n) {
-      Pack<Elem> p;
-#pragma unroll
-      for (int t = 0; t < VEC; ++t) p.v[t] = from_float<Elem>(f[t]);
-      store_pack(row + e0, p);
+    if (whole(i, n)) {
+      store(row + e0, pack<Access>(f));
       return;
     }
   }
@@ -206,9 +168,9 @@ KI void zero_pad(Elem* row, int lane, int threads, int n, int n_out) {
     const int e0 = i * VEC;
     if constexpr (VEC > 1) {
       if (e0 >= n && e0 + VEC <= n_out) {
-        uint4 z;
-        z.x = z.y = z.z = z.w = 0;  // +0.0 in every dtype
-        *reinterpret_cast<uint4*>(row + e0) = z;
+        Access z;
+        z.zero();  // +0.0 in every dtype
+        store(row + e0, z);
         continue;
       }
     }
@@ -244,16 +206,15 @@ KI Held held_of(const Inputs& in) {
     // Pairs round in one instruction (one cvt of two elements, not two
     // cvts, shifts and an or).
 #pragma unroll
-    for (int t = 0; t < VEC; t += 2)
-      h.u[t / 2] = pack2<E>(in.x.get(t) + in.x2.get(t), in.x.get(t + 1) + in.x2.get(t + 1));
+    for (int t = 0; t < VEC; t += 2) h.set2(t, in.x.get(t) + in.x2.get(t), in.x.get(t + 1) + in.x2.get(t + 1));
   } else {
     h.zero();
 #pragma unroll
-    for (int t = 0; t < VEC; ++t) h.put(t, from_float<Elem>(in.x.get(t) + in.x2.get(t)));
+    for (int t = 0; t < VEC; ++t) h.set(t, in.x.get(t) + in.x2.get(t));
   }
 #else
 #pragma unroll
-  for (int t = 0; t < VEC; ++t) h.v[t] = in.x.get(t) + in.x2.get(t);
+  for (int t = 0; t < VEC; ++t) h.set(t, in.x.get(t) + in.x2.get(t));
 #endif
   return h;
 }
@@ -303,9 +264,8 @@ static_assert(!ONEPASS || (KIND == OP_LAYER && sizeof(Elem) == 2 && !LOOPED), "o
 // shifted_sums adds one access's elements less the shift, and their squares,
 // to s1 and s2 (one-pass LayerNorm). Elements past the row's end are zeros,
 // not values: they add +0 instead. (A branch around the additions took the
-// striding LayerNorm kernel from 97 to 108 registers under NVRTC 11.8, and
-// on an H200 it ran slower than two passes, bf16 layernorm 16384x2048 41.1
-// µs against 39.5, where this form had run at 38.5 against 39.2.)
+// striding LayerNorm kernel from 97 to 108 registers, and slower than two
+// passes.)
 KI void shifted_sums(const Held& h, int i, int n, float shift, float& s1, float& s2) {
 #pragma unroll
   for (int t = 0; t < VEC; ++t) {
@@ -448,14 +408,12 @@ KI RowStats row_stats(float s1, float s2, float shift, Scratch& sc, int parity, 
     // sum (a - K) and t2 = sum (a - K)^2, mean = K + t1/c and M2 = t2 -
     // t1^2/c. The subtraction cancels about (mean - K)^2 / var ulps of t2: a
     // few where K is a typical value, many where it is an outlier.
-    // Simulated in fp32 with this kernel's order of additions (32 lanes,
-    // then a butterfly) against float64, 300 rows of 1000 N(0, 1) values:
-    // rstd off by 7e-7 at worst, and by 9e-5 where each row's first value
-    // lies 50 sigma out. That is below a 16-bit output's rounding (bf16
-    // 2^-9, f16 2^-12 relative), so 16-bit data take it: it drops the second
-    // pass over the row and its wait for the unit's mean (on an H200, bf16
-    // layernorm 4096x4096 23.1 -> 22.1 µs, 4096x8192 40.0 -> 38.5, in one
-    // run). fp32 outputs, good to 1e-5, keep two passes. A constant unit
+    // Simulated in fp32 with this kernel's order of additions against
+    // float64, rstd was off by 9e-5 at worst (rows whose first value lies 50
+    // sigma out): below a 16-bit output's rounding (bf16 2^-9, f16 2^-12
+    // relative), so 16-bit data take it, which drops the second pass over
+    // the row and its wait for the unit's mean. fp32 outputs, good to 1e-5,
+    // keep two passes. A constant unit
     // stays exact: t1 = t2 = 0. M2 is clamped at 0 by a comparison, not
     // fmaxf, which would turn the NaN of a row holding a NaN or an inf into
     // 0 (and rstd into 1/sqrt(eps)) where the two-pass statistics give NaN.
@@ -482,11 +440,10 @@ KI RowStats row_stats(float s1, float s2, float shift, Scratch& sc, int parity, 
   // the whole block's mean. Every term of the merge is non-negative, so
   // nothing cancels; what is left is the rounding of m_w and mean (a few
   // ulps of the values' offset), which moves the variance by about eps_f32 *
-  // |mean| / sigma / sqrt(c_w) relatively. Simulated in fp32 against
-  // float64, the worst rstd of 300 rows N(1e3, 1) of 1000 elements was off
-  // by 2.5e-6 (two block-wide passes: 1e-7), of rows N(1e4, 1) by 3.5e-5,
-  // where the fp32 inputs themselves are only good to 6e-4 sigma. A constant
-  // row stays exact: m_w = mean and M2_w = 0.
+  // |mean| / sigma / sqrt(c_w) relatively: rstd off by 3.5e-5 at worst in
+  // an fp32 simulation of rows N(1e4, 1), whose fp32 inputs are themselves
+  // good to 6e-4 sigma only. A constant row stays exact: m_w = mean and
+  // M2_w = 0.
   const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   float4* buf = sc.warp[parity];
   if (lane == 0) buf[threadIdx.x >> 5] = make_float4(sum, m2, mean, c);
@@ -518,6 +475,20 @@ KI RowStats row_stats(float s1, float s2, float shift, Scratch& sc, int parity, 
 KI void write_stats(const RowStats& st, float* rstd_out, float* mean_out, i64 row) {
   if (rstd_out) rstd_out[row] = st.r;
   if (mean_out) mean_out[row] = st.mean;
+}
+
+// release_row hands back the L2 lines of access i of a row's hinted reads
+// (x and the second input) once the row is written; `opens` says that this
+// warp does not read access i - 1 (see l2_release_opening).
+KI void release_row(const Elem* x, const Elem* x2, int i, int n, bool opens) {
+  if constexpr (HINT) {
+    if (whole(i, n)) {
+      l2_release_opening(x + i * VEC, opens);
+#if ADD != 0 || KIND == OP_L2_BWD
+      l2_release_opening(x2 + i * VEC, opens);
+#endif
+    }
+  }
 }
 
 #define NORM_PARAMS                                                                                             \
@@ -644,14 +615,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
     // RMSNorm's outputs are x·w·r: x·w is formed now, before the reduction.
     // Without a use of the weights before it, ptxas sank a thread's first
     // weight load into the store's condition, after the reduction, where
-    // its L2 round trip added to the row's (seen in the SASS once the
-    // mean square's division was gone; rmsnorm 65536x128 and one-row
-    // 8192-wide shapes were 2% slower on an H200). The products take the
-    // registers the packed x and w took. In one A/B run on the H200 against
-    // the code before (division, run-time pad and statistics checks):
-    // rmsnorm 1x2048 4.32 -> 4.24 µs, 32x2048 4.43 -> 4.34, 128x128 4.24
-    // -> 4.19; fused_add_rmsnorm 1x4096 4.74 -> 4.62, 1x7168 5.20 ->
-    // 5.10, 65536x128 21.09 -> 20.72.
+    // its L2 round trip added to the row's (one-row 8192-wide shapes were
+    // 2% slower). The products take the registers the packed x and w took.
     float pre[VPT][VEC];
 #pragma unroll
     for (int k = 0; k < VPT; ++k)
@@ -666,7 +631,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
     // the reduction (see kernelKey.withConfig and withRows).
     u32 wbits = 0;
 #pragma unroll
-    for (int k = 0; k < VPT; ++k) wbits |= cols[k].w.u[0];
+    for (int k = 0; k < VPT; ++k) wbits |= cols[k].w.w[0];
     s1 += __uint_as_float(wbits & (u32)(rows >> 31));
 #endif
 #pragma unroll
@@ -704,6 +669,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #if STATS
     if (live && lane == 0) write_stats(st, rstd_out, mean_out, row);
 #endif
+#if HINT
+    if (live) {
+#pragma unroll
+      for (int k = 0; k < VPT; ++k) {
+        // A group's row lies in its warp; a block's accesses pass from warp
+        // to warp.
+        const int i = lane + k * threads;
+        const bool opens = GROUP > 0 ? i == 0 : (threadIdx.x & 31) == 0;
+        if (FULL || i < accesses) release_row(x + row * (Idx)ldx, x2 + row * (Idx)ldx2, i, n, opens);
+      }
+    }
+#endif
 #if WAVES
     break;
 #endif
@@ -711,6 +688,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 }
 
 #else  // LOOPED
+
+// copy_words parks an access in the cache word by word: parked whole, the
+// first pass of bf16 rows was unrolled half as far.
+template <class V> KI void copy_words(V& dst, const V& src) {
+#pragma unroll
+  for (int q = 0; q < (int)(sizeof(src.w) / 4); ++q) dst.w[q] = src.w[q];
+}
 
 extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARAMS) {
   wait_prior_grids();
@@ -753,9 +737,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARA
       fetch(xr, x2r, i, n, h, h2);
       s1 += first_stat(h, h2);
 #if CACHE
-      cache_h[i] = h;
+      copy_words(cache_h[i], h);
 #if KIND == OP_L2_BWD
-      cache_y[i] = h2;
+      copy_words(cache_y[i], h2);
 #endif
 #if ADD != 0
       store_held(ror, i, n, h);
@@ -786,6 +770,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARA
       float o[VEC];
       finish(h, h2, c, st, o);
       store_access(yr, i, n, o);
+      release_row(xr, x2r, i, n, (threadIdx.x & 31) == 0);  // each access is read by one thread in every pass
     }
 #if PAD
     zero_pad(yr, lane, threads, n, n_out);

@@ -1,12 +1,12 @@
-# l2_torch.py: the PyTorch side of BenchmarkL2Leftovers (l2_test.go). How much L2 do the evict-last lines
-# that a large hinted launch leaves behind take from the kernels after it, and does torch.compile leave them too?
-# A Triton kernel y = 2x sweeps 512 MiB reading under an L2 evict-last policy (the policy kittens' large launches
-# and torch.compile's reductions read with), evict-first, or plainly; torch.compile's and eager's rmsnorm
+# l2_torch.py: the PyTorch side of BenchmarkL2Leftovers (l2_test.go). How much L2 do the evict-last lines that a
+# large hinted launch leaves behind take from the kernels after it, when nothing hands them back, and does
+# torch.compile leave them too? A Triton kernel y = 2x sweeps 512 MiB reading under an L2 evict-last policy (the
+# policy torch.compile's reductions read with), evict-first, or plainly; torch.compile's and eager's rmsnorm
 # 16384x8192 are the other states. After each, with no reset in between, probes run: torch.sum over buffers of
 # 8-56 MiB (each read repeatedly: a buffer that still fits in L2 is read from it) and cuBLAS bf16 GEMMs.
 # Prints JSON: µs medians per state and round, the sweep's own times, and the sweep's PTX loads.
 #
-#   python3 ops/l2_torch.py > l2.json
+#   python3 registry/l2_torch.py > l2.json
 import ctypes, json, statistics, sys, time
 import torch, triton, triton.language as tl
 

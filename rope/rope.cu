@@ -40,7 +40,7 @@
 // ROPE_HPT (heads per thread), ROPE_PASS (elements per pass-through copy; 0:
 // no copy), ROPE_POS (optional: i32 or i64), ROPE_HOFF (int or i64: head
 // offsets), ROPE_FLAT (1-D blocks), ROPE_CS (evict-first stores), ROPE_EVICT
-// (L2 evict-last data reads, see dload), ROPE_MAXT
+// (L2 evict-last data reads, released after use; see dload), ROPE_MAXT
 // and ROPE_MINB (launch bounds: threads per block and resident blocks per
 // SM, which cap the registers; ROPE_MAXT 0: no bounds).
 #include "kittens.cuh"
@@ -52,89 +52,17 @@ constexpr int V = ROPE_V;
 constexpr int HPT = ROPE_HPT;
 using HOff = ROPE_HOFF;  // head offsets within a token: int where they fit
 
-// same<A, B> is std::is_same_v (NVRTC has no standard headers).
-template <class A, class B> constexpr bool same = false;
-template <class A> constexpr bool same<A, A> = true;
-
-// Vec is N elements of E with alignment A: by default N·sizeof(E) up to 16
-// bytes, so that it moves as one load or store (or 16-byte pieces: the fp32
-// cos/sin of an 8-pair chunk). A smaller A makes the compiler split it. When
-// the elements fill whole 32-bit words they are kept as words (Words), so a
-// 16-bit pair stays in one register from the load to the store; kept as
-// elements, each would take a register of its own.
-template <class E, int N, int A = (N * sizeof(E) >= 16 ? 16 : N * sizeof(E)),
-          bool Words = (N * sizeof(E)) % 4 == 0 && A >= 4>
-struct alignas(A) Vec {
-  static constexpr bool words = Words;
-  u32 w[N * sizeof(E) / 4];
-};
-template <class E, int N, int A>
-struct alignas(A) Vec<E, N, A, false> {
-  static constexpr bool words = false;
-  E v[N];
-};
-
-template <class E, int N, int A = alignof(Vec<E, N>)>
-KI Vec<E, N, A> vload(const E* p) { return *reinterpret_cast<const Vec<E, N, A>*>(p); }
-
 // dload reads a data access; with ROPE_EVICT a 16-byte one asks L2 to evict
-// the line last (load16_evict_last, a coherent load: in place, the kernel
-// writes what it reads).
-template <class E, int N, int A>
-KI Vec<E, N, A> dload(const E* p) {
-  return load_hinted<ROPE_EVICT != 0 && A == 16, Vec<E, N, A>>(p);
+// the line last (Cache::last, a coherent load: in place, the kernel writes
+// what it reads), and the line is handed back once the head is written.
+template <class D> KI D dload(const T* p) {
+  return load<D, ROPE_EVICT && alignof(D) == 16 ? Cache::last : Cache::plain>(p);
 }
 
-// vstore writes x to p; 16-byte stores carry the evict-first (.cs) hint when
-// ROPE_CS is 1: nothing reads the output again in this kernel.
-template <class E, int N, int A>
-KI void vstore(E* p, const Vec<E, N, A>& x) {
-  if constexpr (ROPE_CS && sizeof(x) == 16 && A == 16) {
-    asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(x.w[0]), "r"(x.w[1]), "r"(x.w[2]),
-                 "r"(x.w[3]) : "memory");
-  } else {
-    *reinterpret_cast<Vec<E, N, A>*>(p) = x;
-  }
-}
-
-// get reads element i of x as fp32.
-template <class E, int N, int A>
-KI float get(const Vec<E, N, A>& x, int i) {
-  if constexpr (!Vec<E, N, A>::words) {
-    return to_float(x.v[i]);
-  } else if constexpr (sizeof(E) == 4) {
-    return __uint_as_float(x.w[i]);
-  } else if constexpr (sizeof(E) == 2) {
-    const u32 w = x.w[i / 2];
-    if constexpr (same<E, bf16>) return __uint_as_float(i % 2 ? w & 0xffff0000u : w << 16);
-    return to_float(E{(u16)(i % 2 ? w >> 16 : w & 0xffff)});
-  }
-}
-
-// put2 stores lo and hi, rounded to E, as elements i and i + 1 (i even).
-template <class E, int N, int A>
-KI void put2(Vec<E, N, A>& x, int i, float lo, float hi) {
-  if constexpr (!Vec<E, N, A>::words) {
-    x.v[i] = from_float<E>(lo);
-    x.v[i + 1] = from_float<E>(hi);
-  } else if constexpr (sizeof(E) == 4) {
-    x.w[i] = __float_as_uint(lo);
-    x.w[i + 1] = __float_as_uint(hi);
-  } else {
-    x.w[i / 2] = pack2<E>(lo, hi);
-  }
-}
-
-// put1 stores v, rounded to E, as element i of a vector that holds E as
-// elements or 32-bit words of one element.
-template <class E, int N, int A>
-KI void put1(Vec<E, N, A>& x, int i, float v) {
-  if constexpr (!Vec<E, N, A>::words) {
-    x.v[i] = from_float<E>(v);
-  } else {
-    static_assert(sizeof(E) == 4, "16-bit elements in words are stored in pairs");
-    x.w[i] = __float_as_uint(v);
-  }
+// dstore writes a data access; 16-byte stores carry the evict-first (.cs)
+// hint when ROPE_CS is 1: nothing reads the output again in this kernel.
+template <class D> KI void dstore(T* p, const D& x) {
+  store<ROPE_CS && sizeof(D) == 16 && alignof(D) == 16 ? Cache::stream : Cache::plain>(p, x);
 }
 
 // W is the number of elements one data access covers, DA its alignment: the
@@ -165,25 +93,25 @@ KI void rotate(Data& a, [[maybe_unused]] Data& z, const Table& cs, const Table& 
     float y1[2], y2[2];
 #pragma unroll
     for (int k = 0; k < step; k++) {
-      const float c = get(cs, i + k), s = get(sn, i + k);
-      const float x1 = get(a, i + k), x2 = get(z, i + k);
+      const float c = cs.get(i + k), s = sn.get(i + k);
+      const float x1 = a.get(i + k), x2 = z.get(i + k);
       y1[k] = fmaf(x1, c, -x2 * s);
       y2[k] = fmaf(x2, c, x1 * s);
     }
     if constexpr (step == 2) {
-      put2(a, i, y1[0], y1[1]);
-      put2(z, i, y2[0], y2[1]);
+      a.set2(i, y1[0], y1[1]);
+      z.set2(i, y2[0], y2[1]);
     } else {
-      put1(a, i, y1[0]);
-      put1(z, i, y2[0]);
+      a.set(i, y1[0]);
+      z.set(i, y2[0]);
     }
   }
 #else
 #pragma unroll
   for (int i = 0; i < V; i++) {
-    const float c = get(cs, i), s = get(sn, i);
-    const float x1 = get(a, 2 * i), x2 = get(a, 2 * i + 1);
-    put2(a, 2 * i, fmaf(x1, c, -x2 * s), fmaf(x2, c, x1 * s));
+    const float c = cs.get(i), s = sn.get(i);
+    const float x1 = a.get(2 * i), x2 = a.get(2 * i + 1);
+    a.set2(2 * i, fmaf(x1, c, -x2 * s), fmaf(x2, c, x1 * s));
   }
 #endif
 }
@@ -216,6 +144,7 @@ rope(const T* src0, T* dst0, T* qk1,
   const int lane = r % hb, t = r / hb;
   if (t >= ntok) return;
   const int hlo = 0, hhi = n0 + n1, by = hb;
+  const bool opens = c == 0 || (threadIdx.x & 31) == 0;  // no chunk before this one in the warp (l2_release_opening)
 #else
   const int t = blockIdx.x * blockDim.z + threadIdx.z;
   if (t >= ntok) return;
@@ -225,6 +154,9 @@ rope(const T* src0, T* dst0, T* qk1,
   const int hlo = share * hb, hhi = min(n0 + n1, hlo + hb);
   const int by = blockDim.y, lane = threadIdx.y;
   const int c = cblk * blockDim.x + threadIdx.x;  // chunk of V pairs
+  // No chunk before this one in the warp (l2_release_opening): a head's
+  // first, or the warp's.
+  const bool opens = threadIdx.x == 0 || (((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) & 31) == 0;
 #endif
 #ifdef ROPE_POS
   const i64 pos = (i64)positions[t];
@@ -249,14 +181,14 @@ rope(const T* src0, T* dst0, T* qk1,
       const int h = h0 + j * by;
       if (h < hhi) {
         const T* p = (h < n0 ? s0 + h * s0h : o1 + (h - n0) * s1h) + e;
-        x.a[j] = dload<T, W, DA>(p);
+        x.a[j] = dload<Data>(p);
 #if ROPE_NEOX
-        x.z[j] = dload<T, W, DA>(p + half);
+        x.z[j] = dload<Data>(p + half);
 #endif
       }
     }
-    const Table cs = vload<C, V>(cosp + row * cosRow + c * V);
-    const Table sn = vload<C, V>(sinp + row * sinRow + c * V);
+    const Table cs = load<Table>(cosp + row * cosRow + c * V);
+    const Table sn = load<Table>(sinp + row * sinRow + c * V);
 #pragma unroll
     for (int j = 0; j < HPT; j++) {
       const int h = h0 + j * by;
@@ -267,10 +199,15 @@ rope(const T* src0, T* dst0, T* qk1,
         rotate(x.a[j], x.a[j], cs, sn);
 #endif
         T* q = (h < n0 ? o0 + h * d0h : o1 + (h - n0) * s1h) + e;
-        vstore(q, x.a[j]);
+        dstore(q, x.a[j]);
 #if ROPE_NEOX
-        vstore(q + half, x.z[j]);
+        dstore(q + half, x.z[j]);
 #endif
+        if constexpr (ROPE_EVICT && alignof(Data) == 16) {
+          const T* p = (h < n0 ? s0 + h * s0h : o1 + (h - n0) * s1h) + e;
+          l2_release_opening(p, opens);
+          if constexpr (NEOX) l2_release_opening(p + half, opens);
+        }
       }
     }
   }
@@ -284,7 +221,8 @@ rope(const T* src0, T* dst0, T* qk1,
   const int lanes = blockDim.x * blockDim.y;
   for (int j = threadIdx.y * blockDim.x + threadIdx.x; j < (hhi - hlo) * npc; j += lanes) {
     const int h = hlo + j / npc, e = 2 * half + (j % npc) * ROPE_PASS;
-    vstore(o0 + h * d0h + e, vload<T, ROPE_PASS>(s0 + h * s0h + e));
+    using Pass = Vec<T, ROPE_PASS>;
+    dstore(o0 + h * d0h + e, load<Pass>(s0 + h * s0h + e));
   }
 #endif
 }

@@ -165,7 +165,7 @@ KI void visit_key(u32 key, u32 e, bool valid, const Pass& s, const KeyPass& kp, 
   record(win, next, (key >> kp.shift) & (NB - 1), ((u64)key << ib) | (imax - e), s, b, lane);
 }
 
-static_assert(VEC == 1 || VEC == Pack<DTYPE>::N, "VEC is 1 or a 16-byte pack");
+static_assert(VEC == 1 || VEC * sizeof(DTYPE) == 16, "VEC is 1 or a 16-byte vector");
 static_assert(THREADS >= NB && THREADS % 32 == 0, "the bin scan needs 256 threads");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -220,9 +220,9 @@ topk_radix(const DTYPE* __restrict__ x, i64 xs, DTYPE* __restrict__ vals, i64 vs
           for (int u = 0; u < UNROLL; u++) {
             const int e0 = s0 + (u * THREADS + tid) * VEC;
             if (VEC > 1 && e0 + VEC <= hi) {
-              const Pack<DTYPE> pk = load_pack(xr + e0);
+              const Vec<DTYPE, VEC> pk = load<Vec<DTYPE, VEC>, Cache::stream>(xr + e0);
 #pragma unroll
-              for (int q = 0; q < VEC; q++) v[u][q] = pk.v[q];
+              for (int q = 0; q < VEC; q++) v[u][q] = pk.at(q);
             } else {
 #pragma unroll
               for (int q = 0; q < VEC; q++) v[u][q] = e0 + q < hi ? xr[e0 + q] : DTYPE{};

@@ -1,7 +1,7 @@
 // warp.cu (topk): top-k of short rows (N ≤ 1024, k ≤ 32), the MoE-router
 // shape. One warp owns one row and keeps all of it in registers: lane l holds
 // chunks of VEC consecutive elements at (c·32 + l)·VEC, loaded as 16-byte
-// packs when the row is aligned, as order keys (see common.cuh).
+// vectors when the row is aligned, as order keys (see common.cuh).
 //
 // Selection is a bitwise radix search for the k-th largest key, done on the
 // registers: from the top bit down, try setting the bit in the threshold and
@@ -30,7 +30,7 @@ KI u64 warp_sort_desc(u64 v, int lane) {
   return v;
 }
 
-static_assert(VEC == 1 || VEC == Pack<DTYPE>::N, "VEC is 1 or a 16-byte pack");
+static_assert(VEC == 1 || VEC * sizeof(DTYPE) == 16, "VEC is 1 or a 16-byte vector");
 
 extern "C" __global__ void __launch_bounds__(WPB * 32)
 topk_warp(const DTYPE* __restrict__ x, i64 xs, DTYPE* __restrict__ vals, i64 vs, IDX* __restrict__ idx, i64 is,
@@ -48,9 +48,9 @@ topk_warp(const DTYPE* __restrict__ x, i64 xs, DTYPE* __restrict__ vals, i64 vs,
   for (int c = 0; c < CHUNKS; c++) {
     const int base = (c * 32 + lane) * VEC;
     if (VEC > 1 && base + VEC <= N) {
-      const Pack<DTYPE> p = load_pack(xr + base);
+      const Vec<DTYPE, VEC> p = load<Vec<DTYPE, VEC>, Cache::stream>(xr + base);
 #pragma unroll
-      for (int v = 0; v < VEC; v++) key[c * VEC + v] = order_key(p.v[v]);
+      for (int v = 0; v < VEC; v++) key[c * VEC + v] = order_key(p.at(v));
     } else {
 #pragma unroll
       for (int v = 0; v < VEC; v++) key[c * VEC + v] = base + v < N ? order_key(xr[base + v]) : 0u;
