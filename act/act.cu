@@ -31,8 +31,7 @@
 //
 // Defines: ELEM (bf16, f16, float), ACT (0 silu, 1 gelu, 2 gelu_tanh,
 // 3 relu, 4 tanh), VEC (elements per access), UNROLL (items per pass),
-// EVICT_LAST (16-byte reads carry an L2 evict-last policy and release their
-// lines after use; see vload),
+// EVICT_LAST (16-byte reads carry an L2 evict-last policy; see vload),
 // SINGLE (one pass of whole items, see above);
 // for act_gated, LAYOUT (0 halves, 1 interleaved with the gate first,
 // 2 interleaved with the gate second) and FULL (1: the SwiGLU terms and
@@ -62,17 +61,13 @@ using V = Vec<E, kVec>;
 // read-only path without allocating in L1 (Cache::stream), unless the kernel
 // also writes this memory (kNC false: in-place calls); with EVICT_LAST a
 // 16-byte read, in place or not, asks L2 to evict the line last instead
-// (Cache::last, a coherent load), and the line is released once the item is
-// written (kRelease).
+// (Cache::last, a coherent load). The line outlives the kernel, so the
+// picker sets EVICT_LAST only where the caller opted in
+// (cuda.Device.SetL2EvictLast).
 template <bool kNC> KI V vload(const E* p) {
   constexpr Cache c = kBytes != 16 ? Cache::plain : EVICT_LAST ? Cache::last : kNC ? Cache::stream : Cache::plain;
   return load<V, c>(p);
 }
-
-// kRelease: the 16-byte reads were evict-last, and each item hands its
-// lines back once written (see l2_release_opening; `opens` marks an item
-// that starts its row or its warp's items).
-constexpr bool kRelease = EVICT_LAST && kBytes == 16;
 
 // vstore writes a V, 16 bytes with the evict-first (.cs) policy: the output
 // is not read again by this kernel, and keeping it from displacing other
@@ -196,7 +191,6 @@ KI void unary_rows(E* y, const E* x, int cols, long long sy, long long sx, Divid
 #pragma unroll
         for (int i = 0; i < kVec; i++) f[i] = act(f[i], 1.f);
         vstore(ys + at[u].col, pack<V>(f));
-        if constexpr (kRelease) l2_release_opening(x + at[u].row * sx + at[u].col, (threadIdx.x & 31) == 0 || at[u].col == 0);
       } else {
         const E* xs = x + at[u].row * sx;
         for (int c = at[u].col; c < cols; c++) ys[c] = from_float<E>(act(to_float(xs[c]), 1.f));
@@ -286,14 +280,6 @@ act_gated(E* y, const E* x, int d, long long sy, long long sx, unsigned per_row,
           }
         }
         vstore(ys + at[u].col, pack<V>(out));
-        if constexpr (kRelease) {
-          // The gate and up reads' lines: each half is a run of its own; an
-          // interleaved item's second vector follows its first.
-          const bool opens = (threadIdx.x & 31) == 0 || at[u].col == 0;
-          const E* pa = kInter ? xs + 2 * at[u].col : xs + g_off + at[u].col;
-          l2_release_opening(pa, opens);
-          l2_release_opening(kInter ? pa + kVec : xs + u_off + at[u].col, !kInter && opens);
-        }
       } else {
         const int in_step = kInter ? 2 : 1;
         for (int c = at[u].col; c < d; c++)

@@ -29,7 +29,7 @@
 // chunk is thus wholly in flight as soon as the block starts, without the
 // registers a batch took (2-3% faster than register batches on the
 // benchmark shapes; NOTES.md). With EVICT_LAST the copies ask L2 to evict
-// their lines last, and each stage's lines are released once it is done.
+// their lines last.
 //
 // Grid. Channel blocks run along x, fastest, so that the blocks in flight
 // read and write whole rows; slots along y, spilling into z past 65535
@@ -105,8 +105,9 @@ KI void st_y(T* p, const Raw& r) { store<kHint>(p, r); }
 
 #if RING
 constexpr int kBytes = VEC * (int)sizeof(T);  // bytes a thread moves per token
-// The ring's bulk copies read x under Cache::last with EVICT_LAST; each
-// stage's lines are released once its tokens are done.
+// The ring's bulk copies read x under Cache::last with EVICT_LAST, which the
+// picker sets only where the caller opted in (cuda.Device.SetL2EvictLast):
+// the lines outlive the kernel.
 constexpr Cache kRingCache = EVICT_LAST ? Cache::last : Cache::plain;
 #endif
 
@@ -385,13 +386,6 @@ extern "C" __global__ void __launch_bounds__(128, MINB) conv1d_fwd(
       for (int u = 0; u < RING; ++u) st_y(out + (r0 + u) * os, cv.step(buf[u]));
     } else {
       for (long long t = r0; t < tend; ++t) st_y(out + t * os, cv.step(lds(sl, (int)(t - r0))));
-    }
-    if constexpr (kRingCache == Cache::last) {
-      // The copies have landed: this thread's columns of the stage's rows
-      // go back to normal priority (thread 0 opens the block's columns).
-#pragma unroll
-      for (int u = 0; u < RING; ++u)
-        if (r0 + u < tend) l2_release_opening(xc + (r0 + u) * x_stride, threadIdx.x == 0);
     }
     ring.release(sl, warp_mask);
     if (threadIdx.x == 0 && i + STAGES < nst) {

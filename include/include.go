@@ -1,7 +1,6 @@
 // Package include holds the device code every kernel shares: fixed-width
 // types, bf16/fp16/fp8 conversions, Vec (the vectors every global load and
-// store moves, with their cache hints and the release of evict-last L2
-// lines), warp and block reductions, and the Hopper tile helpers (mbarriers
+// store moves, with their cache hints), warp and block reductions, and the Hopper tile helpers (mbarriers
 // and the producer/consumer ring on them, TMA and bulk copies, clusters).
 //
 // We define the few types we need ourselves instead of including the

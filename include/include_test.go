@@ -112,7 +112,7 @@ func TestDeviceConversionsMatchHost(t *testing.T) {
 
 // vecSrc copies bf16, f16 and f32 data through every width and cache hint of
 // Vec's load and store, widening each element (get) and rounding it back
-// (pack), and releases the L2 lines it read under Cache::last.
+// (pack).
 const vecSrc = `#include "kittens.cuh"
 template <class T, int N, Cache LH, Cache SH> KI void pass(const T* x, T* y, float* f, int i) {
   using V = Vec<T, N>;
@@ -121,7 +121,6 @@ template <class T, int N, Cache LH, Cache SH> KI void pass(const T* x, T* y, flo
   unpack(v, w);
   for (int k = 0; k < N; ++k) f[i * N + k] = v.get(k) == w[k] && to_float(v.at(k)) == w[k] ? w[k] : knan();
   store<SH>(y + i * N, pack<V>(w));
-  if constexpr (LH == Cache::last) l2_release_opening(x + i * N, (threadIdx.x & 31) == 0);
 }
 // Thread i of the grid moves element group i of each width; n is 16 elements
 // a thread (the widest group of bf16 and f16, four of f32).
@@ -242,7 +241,6 @@ extern "C" __global__ void ring_sums(const float* x, float* sums, int n) {
     ring.wait(pos);
     const float s = warp_sum(slot[pos.slot][lane] + slot[pos.slot][lane + 32]);
     if (warp == 0 && lane == 0) sums[g] = s;
-    l2_release_range(x + 64 * g, 256, threadIdx.x, 32 * consumers);
     ring.release(pos.slot);
     pos.next(ring.slots);
   }

@@ -1,8 +1,8 @@
 // kittens.cuh: the shared device vocabulary. Storage types for the 16-bit
 // and 8-bit floats, one-instruction conversions to and from fp32 (round to
 // nearest even; fp8 saturates to the finite range), Vec: the vectors every
-// global load and store moves, with their cache hints and the L2 release,
-// and warp/block reductions in fp32.
+// global load and store moves, with their cache hints, and warp/block
+// reductions in fp32.
 #pragma once
 
 typedef signed char i8;
@@ -237,8 +237,8 @@ template <class V> KI V pack(const float (&f)[V::n]) {
 //           first [st.global.cs];
 //   last    loads: coherent (the kernel may write the data too), and L2
 //           evicts the line last [ld.global.L2::cache_hint, l2_evict_last].
-//           Such lines outlive the kernel unless it releases them
-//           (l2_release) after their last use.
+//           Such lines outlive the kernel, so kernels take these reads only
+//           where the caller opted in (cuda.Device.SetL2EvictLast).
 // Hinted accesses are one instruction each, issued where the code puts them
 // (asm volatile); their Vec is one aligned access of at most 16 bytes.
 enum class Cache { plain, nc, stream, last };
@@ -249,7 +249,10 @@ enum class Cache { plain, nc, stream, last };
 // larger than L2 it made our streaming reads 1-4% faster (rmsnorm
 // 16384x8192 bf16 on an H200: 134.4 -> 129.5 µs), for reasons not
 // established. A launch that fits in L2 lost as much, so the pickers set it
-// behind a define.
+// behind a define. Its lines keep their priority after the kernel ends and
+// crowd out later kernels' data, and handing them back after use
+// (applypriority) cost more than the hint gains, so evict-last reads are
+// taken only where the caller opted in (cuda.Device.SetL2EvictLast).
 KI u64 l2_evict_last() {
   u64 policy;
   asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
@@ -305,37 +308,6 @@ template <Cache H = Cache::plain, class V> KI void store(typename V::elem* p, co
     if constexpr (V::bytes == 4) asm volatile("st.global.cs.u32 [%0], %1;" :: "l"(p), "r"(u[0]) : "memory");
     if constexpr (V::bytes == 2) asm volatile("st.global.cs.u16 [%0], %1;" :: "l"(p), "h"(h[0]) : "memory");
   }
-}
-
-// l2_release hands the 128-byte line that holds p back to L2's normal
-// eviction priority [applypriority, sm_80 and later], so that lines read
-// under Cache::last (or bulk_load<Cache::last>) do not outlive the kernel
-// and crowd out the next kernels' data: left behind, they made later
-// kernels whose data fit in L2 run 3-12% slower until other traffic
-// replaced them. Call it once a line's data is used for the last time.
-// Where several threads read a line, one release after all their reads
-// (a barrier or shuffle between) suffices; a read after the release would
-// raise the line again.
-KI void l2_release(const void* p) {
-  asm volatile("applypriority.global.L2::evict_normal [%0], 128;" :: "l"((u64)p & ~(u64)127) : "memory");
-}
-
-// l2_release_opening releases the line of a hinted access at p, once the
-// warp's reads are used, where the access opens a run of the line: p starts
-// the line, or `opens` says that this warp does not read the bytes just
-// before p (the first vector of a row, or of the warp's part of it). Every
-// line a warp reads then gets a release from that warp after all of its
-// reads of it, so no barrier between warps is needed.
-KI void l2_release_opening(const void* p, bool opens) {
-  if (opens || ((u64)p & 127) == 0) l2_release(p);
-}
-
-// l2_release_range releases every line that [p, p + bytes) touches, shared
-// out among `lanes` threads of which this is `lane` (a range that one bulk
-// copy read, say, once it has landed and been used).
-KI void l2_release_range(const void* p, u32 bytes, int lane, int lanes) {
-  const u64 end = (u64)p + bytes;
-  for (u64 a = ((u64)p & ~(u64)127) + 128 * (u64)lane; a < end; a += 128 * (u64)lanes) l2_release((const void*)a);
 }
 
 // Warp and block reductions (fp32).

@@ -45,11 +45,11 @@
 //
 // With HINT, 16-byte row reads (x and the second input) ask L2 to evict
 // their lines last (Cache::last), as the first-pass loads of torch.compile's
-// reductions do, and every row hands its lines back once it is written
-// (l2_release), so that none outlive the kernel. It pays where the data
-// stream through L2 (rmsnorm 16384x8192 bf16 on an H200: 134.1 -> 129.3
-// µs); the picker sets it (pickConfig). The hint on the weights gained
-// nothing more.
+// reductions do. It pays where the data stream through L2 (rmsnorm
+// 16384x8192 bf16 on an H200: 134.1 -> 129.3 µs); the picker sets it
+// (pickConfig) only where the caller opted in (cuda.Device.SetL2EvictLast),
+// since the lines outlive the kernel. The hint on the weights gained nothing
+// more.
 //
 // With ONEPASS (the picker sets it for 16-bit LayerNorm in norm_rows),
 // each warp (or group) reduces its sum and sum of squares in one pass,
@@ -117,7 +117,7 @@ KI void launder(Held&) {}  // already fp32
 
 // Row reads (x, the second input) are coherent loads, since x may also be
 // written by this kernel (in place); with HINT they ask L2 to evict the line
-// last, and each row's lines are released after its stores (release_row).
+// last.
 // Weights and biases are read-only here and go through the read-only path,
 // as a volatile load (Cache::nc): the compiler otherwise sinks them toward
 // their first use, which in a block of one row put their L2 round trip
@@ -477,20 +477,6 @@ KI void write_stats(const RowStats& st, float* rstd_out, float* mean_out, i64 ro
   if (mean_out) mean_out[row] = st.mean;
 }
 
-// release_row hands back the L2 lines of access i of a row's hinted reads
-// (x and the second input) once the row is written; `opens` says that this
-// warp does not read access i - 1 (see l2_release_opening).
-KI void release_row(const Elem* x, const Elem* x2, int i, int n, bool opens) {
-  if constexpr (HINT) {
-    if (whole(i, n)) {
-      l2_release_opening(x + i * VEC, opens);
-#if ADD != 0 || KIND == OP_L2_BWD
-      l2_release_opening(x2 + i * VEC, opens);
-#endif
-    }
-  }
-}
-
 #define NORM_PARAMS                                                                                             \
   Elem *y, Elem *res_out, const Elem *x, const Elem *x2, const Elem *__restrict__ w, const Elem *__restrict__ bias, \
       float *rstd_out, float *mean_out, const float *rstd_in, int rows, int n, int n_out, i64 ldy, i64 ldro,   \
@@ -669,18 +655,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows(NORM_PARAMS) {
 #if STATS
     if (live && lane == 0) write_stats(st, rstd_out, mean_out, row);
 #endif
-#if HINT
-    if (live) {
-#pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        // A group's row lies in its warp; a block's accesses pass from warp
-        // to warp.
-        const int i = lane + k * threads;
-        const bool opens = GROUP > 0 ? i == 0 : (threadIdx.x & 31) == 0;
-        if (FULL || i < accesses) release_row(x + row * (Idx)ldx, x2 + row * (Idx)ldx2, i, n, opens);
-      }
-    }
-#endif
 #if WAVES
     break;
 #endif
@@ -770,7 +744,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) norm_rows_looped(NORM_PARA
       float o[VEC];
       finish(h, h2, c, st, o);
       store_access(yr, i, n, o);
-      release_row(xr, x2r, i, n, (threadIdx.x & 31) == 0);  // each access is read by one thread in every pass
     }
 #if PAD
     zero_pad(yr, lane, threads, n, n_out);

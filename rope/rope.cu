@@ -40,7 +40,7 @@
 // ROPE_HPT (heads per thread), ROPE_PASS (elements per pass-through copy; 0:
 // no copy), ROPE_POS (optional: i32 or i64), ROPE_HOFF (int or i64: head
 // offsets), ROPE_FLAT (1-D blocks), ROPE_CS (evict-first stores), ROPE_EVICT
-// (L2 evict-last data reads, released after use; see dload), ROPE_MAXT
+// (L2 evict-last data reads, see dload), ROPE_MAXT
 // and ROPE_MINB (launch bounds: threads per block and resident blocks per
 // SM, which cap the registers; ROPE_MAXT 0: no bounds).
 #include "kittens.cuh"
@@ -54,7 +54,8 @@ using HOff = ROPE_HOFF;  // head offsets within a token: int where they fit
 
 // dload reads a data access; with ROPE_EVICT a 16-byte one asks L2 to evict
 // the line last (Cache::last, a coherent load: in place, the kernel writes
-// what it reads), and the line is handed back once the head is written.
+// what it reads). The line outlives the kernel, so the picker sets
+// ROPE_EVICT only where the caller opted in (cuda.Device.SetL2EvictLast).
 template <class D> KI D dload(const T* p) {
   return load<D, ROPE_EVICT && alignof(D) == 16 ? Cache::last : Cache::plain>(p);
 }
@@ -144,7 +145,6 @@ rope(const T* src0, T* dst0, T* qk1,
   const int lane = r % hb, t = r / hb;
   if (t >= ntok) return;
   const int hlo = 0, hhi = n0 + n1, by = hb;
-  const bool opens = c == 0 || (threadIdx.x & 31) == 0;  // no chunk before this one in the warp (l2_release_opening)
 #else
   const int t = blockIdx.x * blockDim.z + threadIdx.z;
   if (t >= ntok) return;
@@ -154,9 +154,6 @@ rope(const T* src0, T* dst0, T* qk1,
   const int hlo = share * hb, hhi = min(n0 + n1, hlo + hb);
   const int by = blockDim.y, lane = threadIdx.y;
   const int c = cblk * blockDim.x + threadIdx.x;  // chunk of V pairs
-  // No chunk before this one in the warp (l2_release_opening): a head's
-  // first, or the warp's.
-  const bool opens = threadIdx.x == 0 || (((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) & 31) == 0;
 #endif
 #ifdef ROPE_POS
   const i64 pos = (i64)positions[t];
@@ -203,11 +200,6 @@ rope(const T* src0, T* dst0, T* qk1,
 #if ROPE_NEOX
         dstore(q + half, x.z[j]);
 #endif
-        if constexpr (ROPE_EVICT && alignof(Data) == 16) {
-          const T* p = (h < n0 ? s0 + h * s0h : o1 + (h - n0) * s1h) + e;
-          l2_release_opening(p, opens);
-          if constexpr (NEOX) l2_release_opening(p + half, opens);
-        }
       }
     }
   }

@@ -67,7 +67,7 @@
 #define BULK 0 // softmax_bulk: each block copies its share of a row into shared memory
 #endif
 #ifndef EVICT_LAST
-#define EVICT_LAST 0 // 16-byte and bulk reads of x ask L2 to evict their lines last (released after use)
+#define EVICT_LAST 0 // 16-byte and bulk reads of x ask L2 to evict their lines last
 #endif
 #ifndef FULL
 #define FULL 0 // every block's share of a row is exactly one register tile (resident path)
@@ -166,8 +166,9 @@ struct Raw { Vector v[R]; };
 KI int col(int base, int lanes, int lane, int r) { return base + (r * lanes + lane) * V; }
 
 // kXCache is how x is read: with EVICT_LAST, 16-byte and bulk reads ask L2
-// to evict their lines last (a coherent load: y may be x), and each tile or
-// piece hands its lines back once written (release_tile, l2_release_range).
+// to evict their lines last (a coherent load: y may be x). The lines outlive
+// the kernel, so the picker sets EVICT_LAST only where the caller opted in
+// (cuda.Device.SetL2EvictLast).
 constexpr Cache kXCache = EVICT_LAST && V * sizeof(T) == 16 ? Cache::last : Cache::plain;
 
 // vload reads a whole vector of x.
@@ -239,22 +240,6 @@ KI void store_tile(T* row, int base, int lanes, int lane, int end, const float (
 #pragma unroll
       for (int i = 0; i < V; ++i)
         if (c + i < end) row[c + i] = u.at(i);
-    }
-  }
-}
-
-// release_tile hands back the lines of a tile's evict-last reads, the
-// vectors that fetch or load_tile read whole, once the tile is written. A
-// lane group's row lies in its warp, so only its first vector opens a run;
-// a block's vectors pass from warp to warp (see l2_release_opening).
-template <bool Whole>
-KI void release_tile(const T* row, int base, int lanes, int lane, int end) {
-  if constexpr (kXCache == Cache::last) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int c = col(base, lanes, lane, r);
-      const bool opens = G > 0 ? r == 0 && lane == 0 : (lane & 31) == 0;
-      if (Whole || c + V <= end) l2_release_opening(row + c, opens);
     }
   }
 }
@@ -347,7 +332,6 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
 #pragma unroll
         for (int i = 0; i < E; ++i) v[i] = expo(v[i] - ms) * inv;
         store_tile(yr, b, w.lanes, w.lane, end, v);
-        release_tile<false>(xr, b, w.lanes, w.lane, end);
       }
     }
   } else { // resident: the tile stays in registers between reduction and write
@@ -388,7 +372,6 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
 #pragma unroll
       for (int i = 0; i < E; ++i) v[i] *= f;
       store_tile(y + r * (Idx)ldy, w.begin, w.lanes, w.lane, end, v);
-      release_tile<FULL>(x + r * (Idx)ldx, w.begin, w.lanes, w.lane, end);
       if (ONCE) break;
     }
   }
@@ -420,13 +403,12 @@ softmax_fwd(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, floa
 // memory (warps, behind a named barrier that leaves the producer out) and
 // distributed shared memory (blocks, see exchange); then y is written from
 // shared memory with 16-byte stores, each warp freeing a slot once it has
-// written it out (and, with EVICT_LAST, handed the piece's L2 lines back).
-// After each piece written a warp folds in one piece of the next row if it
-// has landed (a non-blocking test), so that by the time the row is written
-// the next one is mostly reduced. No warp waits for another per piece: only
-// for its data and, once a row, for the merge (256×262144 bf16 in 3-block
-// clusters: 105.0 µs so, 123.6 with a block barrier per piece). x is read
-// from memory once.
+// written it out. After each piece written a warp folds in one piece of the
+// next row if it has landed (a non-blocking test), so that by the time the
+// row is written the next one is mostly reduced. No warp waits for another
+// per piece: only for its data and, once a row, for the merge (256×262144
+// bf16 in 3-block clusters: 105.0 µs so, 123.6 with a block barrier per
+// piece). x is read from memory once.
 //
 // Dynamic shared memory: kBulkHead bytes (the mbarriers, merge scratch and
 // the cluster's block pairs), then the slots.
@@ -635,13 +617,10 @@ softmax_bulk(const T* x, T* y, int rows, int n, i64 ldx, i64 ldy, int chunk, flo
     const float ms = safe(all.m);
     own = Stat{-kinf(), 0.f}, done = 0;
     const bool ahead = it + 1 < nrows;
-    const T* xr = x + (i64)(first + it * step) * ldx + begin;
     T* yr = y + (i64)(first + it * step) * ldy + begin;
     int s = ws;
     for (int p = 0; p < np; ++p) {
       emit(yr + p * piece * V, pieces + s * piece, span(p), tid, nc, scale, ms, all.s);
-      // Every consumer waited for this piece's copy: its lines go back now.
-      if constexpr (kXCache == Cache::last) l2_release_range(xr + p * piece * V, (u32)span(p) * 16u, tid, nc);
       ring.release(s);
       if (++s == slots) s = 0;
       if (ahead && done < np && ring.ready(rd)) {
