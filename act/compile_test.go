@@ -8,10 +8,10 @@ import (
 )
 
 // TestKernelsCompile compiles, with NVRTC alone, every specialization
-// Prepare names (see gputest.CompileAll).
+// Prepare names, the evict-last reads' included (see gputest.CompileAll).
 func TestKernelsCompile(t *testing.T) {
 	var kernels []jit.Kernel
-	for _, k := range prepared() {
+	for _, k := range prepared(true) {
 		kernels = append(kernels, k.kernel())
 	}
 	gputest.CompileAll(t, kernels)

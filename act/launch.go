@@ -68,8 +68,8 @@ var kernels = jit.Funcs[kernelKey]{Kernel: kernelKey.kernel}
 
 // Prepare compiles, in parallel, the kernels act uses most: every
 // activation and dtype, unary and plain gated (halves), at the full 16-byte
-// width (with and without the L2 evict-last reads of large calls, and for
-// rows that end in a partial vector) and at width 1 (for sizes and strides
+// width (also for rows that end in a partial vector, and with the L2
+// evict-last reads of large calls where dev allows them) and at width 1 (for sizes and strides
 // that allow nothing wider), and SwiGLU in both layouts. Calling it once at
 // start-up keeps NVRTC out of the first calls; any kernel it skips is
 // compiled on first use. A nil dev is an error.
@@ -80,14 +80,15 @@ func Prepare(dev *cuda.Device) error {
 		return err
 	}
 	var ks []jit.Kernel
-	for _, k := range prepared() {
+	for _, k := range prepared(dev.Props().L2EvictLast) {
 		ks = append(ks, k.kernel())
 	}
 	return jit.Prepare(dev, ks)
 }
 
-// prepared lists the specializations Prepare compiles.
-func prepared() []kernelKey {
+// prepared lists the specializations Prepare compiles, with the evict-last
+// reads' where evictLast.
+func prepared(evictLast bool) []kernelKey {
 	var keys []kernelKey
 	for kind := range numKinds {
 		for _, dt := range floatTypes {
@@ -105,7 +106,7 @@ func prepared() []kernelKey {
 		}
 	}
 	// Each 16-byte one again without SINGLE (rows that end in a partial
-	// vector) and again with the evict-last reads.
+	// vector), and again with the evict-last reads.
 	for _, k := range keys {
 		if k.vec*k.dtype.Size() == 16 {
 			if k.single {
@@ -113,8 +114,10 @@ func prepared() []kernelKey {
 				keys = append(keys, k)
 				k.single = true
 			}
-			k.evictLast = true
-			keys = append(keys, k)
+			if evictLast {
+				k.evictLast = true
+				keys = append(keys, k)
+			}
 		}
 	}
 	return keys

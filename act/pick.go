@@ -59,16 +59,16 @@ type config struct {
 // pickConfig returns the compile-time half of p's configuration on a
 // device of props: the vector width (pickVec), the items per thread per
 // pass (tunings), and two choices:
-//   - evict-last reads (load16_evict_last in kittens.cuh) where the reads
-//     are 16 bytes and the call moves more than L2 holds: about 1% faster
-//     (silu 16384x8192 129.7 → 127.4 µs on an H200);
+//   - evict-last reads where the device allows them (props.L2EvictLast),
+//     the reads are 16 bytes and the call moves more than L2 holds: about
+//     1% faster (silu 16384x8192 129.7 → 127.4 µs on an H200);
 //   - SINGLE where every item is whole and a thread takes one (pickLaunch
 //     then covers them all): no loop and no tail, 2-5% faster on the
 //     gated 4096x256 shapes.
 func pickConfig(props cuda.Props, p problem) config {
 	t := tunings[p.kind]
 	c := config{vec: pickVec(p), unroll: t.unroll(p.gated)}
-	c.evictLast = c.vec*p.dtype.Size() == 16 && p.bytes() > int64(props.L2Bytes)
+	c.evictLast = props.L2EvictLast && c.vec*p.dtype.Size() == 16 && p.bytes() > int64(props.L2Bytes)
 	c.single = t.oneItem(p.gated) && p.cols%c.vec == 0
 	return c
 }

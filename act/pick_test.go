@@ -64,9 +64,12 @@ func TestPickLaunch(t *testing.T) {
 // TestPickConfig checks the compile-time choices: the L2 evict-last reads
 // for 16-byte reads, in place or not, of a call that moves more than L2
 // holds; SINGLE for one item a thread in a grid that covers them (no cap in
-// waves) and rows of whole vectors.
+// waves) and rows of whole vectors. Without the device's leave
+// (L2EvictLast off, the default) no read is hinted.
 func TestPickConfig(t *testing.T) {
-	h200 := cuda.Props{SMs: 132, L2Bytes: 60 << 20}
+	h200 := cuda.Props{SMs: 132, L2Bytes: 60 << 20, L2EvictLast: true}
+	off := h200
+	off.L2EvictLast = false
 	for _, c := range []struct {
 		name              string
 		p                 problem
@@ -87,6 +90,9 @@ func TestPickConfig(t *testing.T) {
 	} {
 		if got := pickConfig(h200, c.p); got.evictLast != c.evictLast || got.single != c.single {
 			t.Errorf("%s: evictLast %v, single %v; want %v, %v", c.name, got.evictLast, got.single, c.evictLast, c.single)
+		}
+		if got := pickConfig(off, c.p); got.evictLast || got.single != c.single {
+			t.Errorf("%s, L2EvictLast off: evictLast %v, single %v", c.name, got.evictLast, got.single)
 		}
 	}
 }

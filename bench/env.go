@@ -29,6 +29,10 @@ type Env struct {
 	// Dependent: in those graphs our kernels were dependent launches
 	// (Options.Dependent).
 	Dependent bool `json:"dependent_launch,omitempty"`
+	// L2EvictLast: our large launches read under an L2 evict-last policy
+	// (cuda.Device.SetL2EvictLast, kittens bench -evict-last); off by
+	// default.
+	L2EvictLast bool `json:"l2_evict_last,omitempty"`
 	// Floors: each run's launch floor, in run order (one for a run; Merge
 	// joins the runs'); older runs' JSON lacks them.
 	Floors []LaunchFloor `json:"floors,omitempty"`
@@ -168,6 +172,9 @@ func (e Env) Table() *Table {
 	}
 	if e.Graph > 0 {
 		t.Add("timing", e.graphLine())
+	}
+	if e.L2EvictLast {
+		t.Add("L2 evict-last reads", "on (large launches read under an L2 evict-last policy)")
 	}
 	if len(e.Floors) > 0 {
 		what := "an empty kernel timed as the cases, before the first and after the last"

@@ -529,6 +529,9 @@ func Merge(reps ...*Report) (*Report, error) {
 			return nil, fmt.Errorf("bench: cannot merge runs timed in CUDA graphs of %d and of %d launches (0: none), dependent launches %v and %v",
 				out.Env.Graph, r.Env.Graph, out.Env.Dependent, r.Env.Dependent)
 		}
+		if r.Env.L2EvictLast != out.Env.L2EvictLast {
+			return nil, fmt.Errorf("bench: cannot merge runs with L2 evict-last reads on and off")
+		}
 		if r.Env.CopyGBs > out.Env.CopyGBs {
 			out.Env.CopyGBs = r.Env.CopyGBs
 		}

@@ -12,11 +12,12 @@ import (
 // TestKernelsCompile compiles, with NVRTC alone, the specializations the
 // picker yields on an H200 for prefill (larger and smaller than L2), single-
 // and multi-token decode and in-place decode (decode in each state mode),
-// in every dtype, width and activation: Prepare's among them (see
+// in every dtype, width and activation, with the evict-last copies that
+// L2EvictLast allows: Prepare's among them (see
 // gputest.CompileAll). The prefill ring's bulk copies need an NVRTC of
 // version 12 or newer (sm_90a).
 func TestKernelsCompile(t *testing.T) {
-	gputest.CompileAll(t, pickedKernels(cuda.Props{Major: 9, SMs: 132, L2Bytes: 60 << 20}))
+	gputest.CompileAll(t, pickedKernels(cuda.Props{Major: 9, SMs: 132, L2Bytes: 60 << 20, L2EvictLast: true}))
 }
 
 // TestKernelsCompilePreHopper compiles what the picker yields on an A100

@@ -147,9 +147,10 @@ func pickConfig(props cuda.Props, sh shape) config {
 		}
 	}
 	// A ring whose x and y exceed L2 bulk-copies x under an L2 evict-last
-	// policy (bulk_load<true> in tile.cuh): 1x32768 254 µs against 258.
+	// policy where the device allows it (props.L2EvictLast): 1x32768 254
+	// µs against 258.
 	xy := 2 * int64(sh.tokens) * int64(sh.dim) * int64(sh.elemSize)
-	c.evictLast = c.ring > 0 && xy > int64(props.L2Bytes)
+	c.evictLast = props.L2EvictLast && c.ring > 0 && xy > int64(props.L2Bytes)
 	return c
 }
 

@@ -7,8 +7,8 @@ import (
 )
 
 func TestPickConfig(t *testing.T) {
-	h100 := cuda.Props{Major: 9, SMs: 132, L2Bytes: 50 << 20}
-	small := cuda.Props{Major: 9, SMs: 8, L2Bytes: 4 << 20}
+	h100 := cuda.Props{Major: 9, SMs: 132, L2Bytes: 50 << 20, L2EvictLast: true}
+	small := cuda.Props{Major: 9, SMs: 8, L2Bytes: 4 << 20, L2EvictLast: true}
 	for _, tc := range []struct {
 		name  string
 		props cuda.Props
@@ -65,6 +65,11 @@ func TestPickConfig(t *testing.T) {
 			got := pickConfig(tc.props, tc.sh)
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			off, want := tc.props, tc.want
+			off.L2EvictLast, want.evictLast = false, false
+			if got := pickConfig(off, tc.sh); got != want {
+				t.Errorf("L2EvictLast off: got %+v, want %+v", got, want)
 			}
 			if s, ch := got.grid(tc.sh); !gridFits(gridOf(s, ch), s) || got.threads%32 != 0 || got.threads > maxBlock ||
 				(!tc.sh.inPlace && got.chunk < MaxWidth-1) || got.shared(tc.sh.elemSize) > maxRingBytes {

@@ -39,3 +39,22 @@ func fakeLibrary(t *testing.T, l lib, fns map[*binding]any) {
 		b.fn = purego.NewCallback(fn)
 	}
 }
+
+// TestL2EvictLastSetting: off by default, Props carries the setting, and a
+// nil device ignores it.
+func TestL2EvictLastSetting(t *testing.T) {
+	d := &Device{props: Props{Name: "fake", L2Bytes: 50 << 20}}
+	if d.Props().L2EvictLast {
+		t.Error("L2EvictLast on by default")
+	}
+	d.SetL2EvictLast(true)
+	if p := d.Props(); !p.L2EvictLast || p.L2Bytes != 50<<20 {
+		t.Errorf("after SetL2EvictLast(true): %+v", p)
+	}
+	d.SetL2EvictLast(false)
+	if d.Props().L2EvictLast {
+		t.Error("SetL2EvictLast(false) left it on")
+	}
+	var none *Device
+	none.SetL2EvictLast(true) // no panic
+}

@@ -233,8 +233,9 @@ func TestInPlaceMatchesOutOfPlace(t *testing.T) {
 }
 
 // TestHintedReadsMatch runs kernels with the L2 hint on row reads, which the
-// picker sets only for launches larger than L2 and so for none of the parity
-// cases, beside the same kernels without it: a cache policy must change no
+// picker sets only where the device allows it (cuda.Device.SetL2EvictLast)
+// and mostly for launches larger than L2, so for none of the parity cases,
+// beside the same kernels without it: a cache policy must change no
 // bit of any output. The cases cover block and group rows, fused inputs,
 // one-pass LayerNorm, L2 backward's second input and fp32.
 func TestHintedReadsMatch(t *testing.T) {

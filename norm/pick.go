@@ -205,12 +205,12 @@ func pickConfig(p cuda.Props, s rowShape) config {
 		c.grid = min(s.rows, sms*perSM)
 	}
 	c.grid = max(c.grid, 1)
-	// The L2 evict-last hint on 16-byte row reads where each group serves
-	// one row or the grid prefetches, and the launch moves more than L2
-	// holds (rmsnorm 16384x8192: 134.1 -> 129.3 µs, H200); where the data
-	// fit it loses a little, but on fused RMS rows, which take it at any
-	// size.
-	c.hint = (c.waves || c.prefetch) && c.vec > 1 && (s.bytesMoved() > int64(p.L2Bytes) || (s.fused && !s.twoPass))
+	// The L2 evict-last hint, where the device allows it
+	// (p.L2EvictLast), on 16-byte row reads where each group serves one row
+	// or the grid prefetches, and the launch moves more than L2 holds
+	// (rmsnorm 16384x8192: 134.1 -> 129.3 µs, H200); where the data fit it
+	// loses a little, but on fused RMS rows, which take it at any size.
+	c.hint = p.L2EvictLast && (c.waves || c.prefetch) && c.vec > 1 && (s.bytesMoved() > int64(p.L2Bytes) || (s.fused && !s.twoPass))
 	c.onePass = s.twoPass && s.elemSize == 2 && !c.looped
 	return c
 }

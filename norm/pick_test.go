@@ -12,9 +12,9 @@ import (
 // shared memory cannot hold a long row.
 var (
 	propsH100 = cuda.Props{SMs: 132, MaxThreadsPerBlock: 1024, SharedPerBlock: 48 << 10, SharedPerBlockOptin: 227 << 10,
-		SharedPerSM: 228 << 10, L2Bytes: 50 << 20}
+		SharedPerSM: 228 << 10, L2Bytes: 50 << 20, L2EvictLast: true}
 	propsSmall = cuda.Props{SMs: 16, MaxThreadsPerBlock: 1024, SharedPerBlock: 48 << 10, SharedPerBlockOptin: 48 << 10,
-		SharedPerSM: 64 << 10, L2Bytes: 4 << 20}
+		SharedPerSM: 64 << 10, L2Bytes: 4 << 20, L2EvictLast: true}
 )
 
 func TestPickConfigChoices(t *testing.T) {
@@ -158,6 +158,11 @@ func TestPickConfigChoices(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := pickConfig(c.props, c.shape); got != c.want {
 				t.Errorf("pickConfig = %+v, want %+v", got, c.want)
+			}
+			off, want := c.props, c.want
+			off.L2EvictLast, want.hint = false, false
+			if got := pickConfig(off, c.shape); got != want {
+				t.Errorf("L2EvictLast off: pickConfig = %+v, want %+v", got, want)
 			}
 		})
 	}

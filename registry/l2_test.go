@@ -12,19 +12,21 @@ import (
 )
 
 // BenchmarkL2Leftovers checks that a large launch of ours leaves L2 to the
-// kernels after it. Such launches read under an L2 evict-last policy, whose
-// lines keep their priority after the kernel unless it hands them back; left
-// behind, they took L2 from later kernels whose data would fit in it (3-12%
-// slower). Our kernels release each line after its last use, so a foreign
-// kernel should run at its own speed whatever ran before it.
+// kernels after it. Reads under an L2 evict-last policy keep their lines'
+// priority after the kernel; left behind, such lines took L2 from later
+// kernels whose data would fit in it (3-12% slower). Our kernels take that
+// policy only where the device allows it (cuda.Device.SetL2EvictLast, off by
+// default), so by default a foreign kernel runs at its own speed whatever
+// ran before it; with it on, the lines are left behind.
 //
-// The probe is rmsnorm 4096x128 bf16 (unhinted) rotating 8 to 24 input sets,
-// 16-48 MiB read and written: data that fit in L2, or nearly. For each
-// family's largest hinted case and each probe size it is timed after a reset
-// of L2's persisting lines ("clean") and after one launch of the case with no
-// reset in between ("after"), one beside the other, with the change. Set
-// KITTENS_L2_LEFTOVERS=1 to run it; lines start with LEFT. l2_torch.py
-// measures the same for torch.compile's kernels and cuBLAS GEMMs.
+// The probe is rmsnorm 4096x128 bf16 rotating 8 to 24 input sets, 16-48 MiB
+// read and written: data that fit in L2, or nearly. For each family's
+// largest case that the policy applies to, each setting and each probe size,
+// the probe is timed after a reset of L2's persisting lines ("clean") and
+// after one launch of the case with no reset in between ("after"), one
+// beside the other, with the change. Set KITTENS_L2_LEFTOVERS=1 to run it;
+// lines start with LEFT. l2_torch.py measures the same for torch.compile's
+// kernels and cuBLAS GEMMs.
 func BenchmarkL2Leftovers(b *testing.B) {
 	if os.Getenv("KITTENS_L2_LEFTOVERS") != "1" {
 		b.Skip("set KITTENS_L2_LEFTOVERS=1")
@@ -86,7 +88,10 @@ func BenchmarkL2Leftovers(b *testing.B) {
 		}
 		return r
 	}
-	for round := range 2 {
+	defer dev.SetL2EvictLast(false)
+	for _, on := range []bool{false, true} {
+		dev.SetL2EvictLast(on)
+		setting := map[bool]string{false: "default      ", true: "evict-last on"}[on]
 		for _, c := range cases {
 			worst := 0.0
 			for _, sets := range []int{8, 12, 16, 20, 24} {
@@ -94,10 +99,10 @@ func BenchmarkL2Leftovers(b *testing.B) {
 				after := timeProbe(&c.in, sets)
 				change := 100 * (after.MedianUS/clean.MedianUS - 1)
 				worst = max(worst, change)
-				fmt.Printf("LEFT round %d  %-40s probe %2d MiB  clean %6.2f us  after %6.2f us  %+5.1f%%\n",
-					round, c.name, clean.Sets*int(probe.Bytes)>>20, clean.MedianUS, after.MedianUS, change)
+				fmt.Printf("LEFT %s  %-40s probe %2d MiB  clean %6.2f us  after %6.2f us  %+5.1f%%\n",
+					setting, c.name, clean.Sets*int(probe.Bytes)>>20, clean.MedianUS, after.MedianUS, change)
 			}
-			fmt.Printf("LEFT round %d  %-40s worst %+5.1f%%\n", round, c.name, worst)
+			fmt.Printf("LEFT %s  %-40s worst %+5.1f%%\n", setting, c.name, worst)
 		}
 	}
 }

@@ -46,7 +46,7 @@ func TestKernelsCompile(t *testing.T) {
 			}
 		}
 	}
-	keys = append(keys, prepared(cuda.Props{SMs: 132, L2Bytes: 50 << 20})...)
+	keys = append(keys, prepared(cuda.Props{SMs: 132, L2Bytes: 50 << 20, L2EvictLast: true})...)
 	kernels := make([]jit.Kernel, len(keys))
 	for i, k := range keys {
 		kernels[i] = k.kernel()

@@ -99,6 +99,7 @@ const flatBytes = 32
 //	layout        when                                knobs
 //	[B, H, S, D]  always                              1 head a thread, 128 threads, no register bound,
 //	                                                  evict-last reads where data read + written > L2
+//	                                                  and the device allows them (L2EvictLast)
 //	serving       ≥ 2 waves of 1536 resident threads  flat, flatBytes a thread, 128 threads,
 //	                                                  1536 resident, evict-first stores
 //	serving       fewer (decode, few heads)           3-D, 4 heads a thread, 128 threads,
@@ -110,7 +111,7 @@ const flatBytes = 32
 // took 86.3 µs flat against 88.6 in 3-D blocks on an H200.
 func pickKnobs(props cuda.Props, tokens, heads, nc, chunkBytes int, spreadHeads bool) knobs {
 	if !spreadHeads {
-		evict := 2*int64(tokens)*int64(heads)*int64(nc)*int64(chunkBytes) > int64(props.L2Bytes)
+		evict := props.L2EvictLast && 2*int64(tokens)*int64(heads)*int64(nc)*int64(chunkBytes) > int64(props.L2Bytes)
 		return knobs{hpt: 1, threads: 128, evict: evict}
 	}
 	hpt := min(4, max(1, flatBytes/chunkBytes))

@@ -62,7 +62,7 @@ func TestPickPass(t *testing.T) {
 // TestPickLaunch checks the launch shapes on simulated devices: an H200's
 // 132 SMs, and 16 SMs, where fewer tokens fill the GPU twice over.
 func TestPickLaunch(t *testing.T) {
-	h200, small := cuda.Props{SMs: 132, L2Bytes: 60 << 20}, cuda.Props{SMs: 16, L2Bytes: 4 << 20}
+	h200, small := cuda.Props{SMs: 132, L2Bytes: 60 << 20, L2EvictLast: true}, cuda.Props{SMs: 16, L2Bytes: 4 << 20, L2EvictLast: true}
 	cases := []struct {
 		name                  string
 		props                 cuda.Props
@@ -99,6 +99,11 @@ func TestPickLaunch(t *testing.T) {
 			int(b.X) != c.bx || int(b.Y) != c.by || int(b.Z) != c.bz || nb != c.nb || got.evict != c.evict {
 			t.Errorf("%s: flat %v, hpt %d, occ %d, hb %d (%d blocks per token, %d of chunks), block %v, evict %v; want %v, %d, %d, %d (%d, %d), %dx%dx%d, %v",
 				c.name, got.flat, got.hpt, got.occ, got.hb, nb, got.cb, b, got.evict, c.flat, c.hpt, c.occ, c.hb, c.nb, c.chunkBlocks, c.bx, c.by, c.bz, c.evict)
+		}
+		off := c.props
+		off.L2EvictLast = false
+		if pickLaunch(off, c.tokens, c.heads, c.nc, c.cb, c.spread).evict {
+			t.Errorf("%s, L2EvictLast off: evict", c.name)
 		}
 		if n := b.X * b.Y * b.Z; n > 1024 {
 			t.Errorf("%s: %d threads per block", c.name, n)

@@ -29,7 +29,7 @@ type kernelKey struct {
 	// share of the row into a ring of shared-memory slots with bulk copies.
 	Bulk bool
 	// EvictLast: the 16-byte and bulk reads of x carry an L2 evict-last
-	// policy (load16_evict_last in kittens.cuh, bulk_load<true> in tile.cuh).
+	// policy (Cache::last loads and bulk copies, EVICT_LAST).
 	EvictLast bool
 	// Full: each block's (or lane group's) share of a row is exactly its
 	// register tile, so the tile's loads go without conditions (FULL).

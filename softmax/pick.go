@@ -54,15 +54,16 @@ type config struct {
 //	longer                                                softmax_fwd, a block or cluster a row, streamed in two
 //	                                                      passes where a block's share outgrows its registers
 //
-// Reads of x ask L2 to evict their lines last where they are 16 bytes wide
-// (vec·size; bulk copies always are) and x and y together exceed L2 (bf16
+// Where the device allows it (p.L2EvictLast), reads of x ask L2 to evict
+// their lines last where they are 16 bytes wide (vec·size; bulk copies
+// always are) and x and y together exceed L2 (bf16
 // 16384x8192 on an H200: 134.4 → 130.0 µs).
 func pickConfig(p cuda.Props, m, n int, dt tensor.DType, vec int) config {
 	c, ok := pickBulk(p, m, n, dt, vec)
 	if !ok {
 		c = pickRegister(p, m, n, dt, vec)
 	}
-	c.EvictLast = vec*dt.Size() == 16 && 2*int64(m)*int64(n)*int64(dt.Size()) > int64(p.L2Bytes)
+	c.EvictLast = p.L2EvictLast && vec*dt.Size() == 16 && 2*int64(m)*int64(n)*int64(dt.Size()) > int64(p.L2Bytes)
 	return c
 }
 

@@ -15,10 +15,10 @@ import (
 var (
 	h200 = cuda.Props{Name: "H200", Major: 9, Minor: 0, SMs: 132, MaxThreadsPerBlock: 1024,
 		SharedPerBlock: 48 << 10, SharedPerBlockOptin: 227 << 10, SharedPerSM: 228 << 10, RegistersPerBlock: 65536,
-		L2Bytes: 60 << 20}
+		L2Bytes: 60 << 20, L2EvictLast: true}
 	small = cuda.Props{Name: "small", Major: 8, Minor: 6, SMs: 16, MaxThreadsPerBlock: 1024,
 		SharedPerBlock: 48 << 10, SharedPerBlockOptin: 48 << 10, SharedPerSM: 64 << 10, RegistersPerBlock: 65536,
-		L2Bytes: 4 << 20}
+		L2Bytes: 4 << 20, L2EvictLast: true}
 )
 
 // checkInvariants asserts what every config must satisfy.
@@ -141,6 +141,11 @@ func TestPickConfig(t *testing.T) {
 		all := pickConfig(c.p, c.m, c.n, c.dt, c.vec)
 		if all.EvictLast != c.evict {
 			t.Errorf("%s %dx%d %s vec %d: EvictLast %v, want %v", c.p.Name, c.m, c.n, c.dt, c.vec, all.EvictLast, c.evict)
+		}
+		off := c.p
+		off.L2EvictLast = false
+		if o := pickConfig(off, c.m, c.n, c.dt, c.vec); o.EvictLast {
+			t.Errorf("%s %dx%d %s vec %d, L2EvictLast off: EvictLast", c.p.Name, c.m, c.n, c.dt, c.vec)
 		}
 		if all.EvictLast = false; !all.Bulk && all != got {
 			t.Errorf("%s %dx%d %s vec %d: pickConfig %+v is neither bulk nor pickRegister's %+v", c.p.Name, c.m, c.n, c.dt, c.vec, all, got)

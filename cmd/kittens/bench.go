@@ -25,6 +25,7 @@ func (c *cli) bench(args []string) int {
 		"kittens report merges such runs, which may each hold part of the cases)")
 	runs := fs.Int("runs", 0, "timed launches per case (default 200; 3 host runs on the CPU path)")
 	graph := fs.Int("graph", 0, "time launches inside CUDA graphs of this many, as serving engines run decode (0: one launch at a time)")
+	evictLast := fs.Bool("evict-last", false, "let large launches read under an L2 evict-last policy (cuda.Device.SetL2EvictLast; off by default)")
 	dependent := fs.Bool("pdl", false, "with -graph: capture our kernels as programmatic dependent launches (PDL; compute capability 9.0+)")
 	if code, ok := c.parse(fs, args); !ok {
 		return code
@@ -54,7 +55,8 @@ func (c *cli) bench(args []string) int {
 	}
 	rep := &bench.Report{Env: bench.Describe(dev)}
 	if dev != nil {
-		rep.Env.Graph, rep.Env.Dependent = *graph, *dependent
+		rep.Env.Graph, rep.Env.Dependent, rep.Env.L2EvictLast = *graph, *dependent, *evictLast
+		dev.SetL2EvictLast(*evictLast)
 		if p := dev.Props(); *dependent && !p.DependentLaunch() {
 			fmt.Fprintf(c.stderr, "kittens bench: -pdl: %s is compute capability %d.%d; dependent launches need 9.0\n", p.Name, p.Major, p.Minor)
 			return exitUsage

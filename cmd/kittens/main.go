@@ -5,7 +5,8 @@
 //	kittens check [-op RE] [-case RE] [-cpu] [-write FILE] [-partial]
 //	                                  parity of every op with its CPU reference
 //	kittens bench [-op RE] [-case RE] [-cpu] [-vs torch] [-write FILE] [-partial] [-json FILE] [-runs N]
-//	              [-graph N] [-pdl]   time every benchmark case, optionally beside PyTorch
+//	              [-graph N] [-pdl] [-evict-last]
+//	                                  time every benchmark case, optionally beside PyTorch
 //	kittens report [-write FILE] [-status DIR] RUN.json...
 //	                                  merge bench runs split to fit a time limit or repeated;
 //	                                  -status writes DIR/STATUS.md and DIR/roofline.svg
@@ -92,7 +93,7 @@ func init() {
 		{"info", "", "the driver, NVRTC, GPU and kernel cache of this machine", (*cli).info},
 		{"list", "", "every registered op: how many parity and benchmark cases it has, and what it computes", (*cli).list},
 		{"check", "[-op RE] [-case RE] [-cpu] [-write FILE] [-partial]", "run every op's parity cases against the CPU reference", (*cli).check},
-		{"bench", "[-op RE] [-case RE] [-cpu] [-vs torch] [-write FILE] [-partial] [-json FILE] [-runs N] [-graph N] [-pdl]",
+		{"bench", "[-op RE] [-case RE] [-cpu] [-vs torch] [-write FILE] [-partial] [-json FILE] [-runs N] [-graph N] [-pdl] [-evict-last]",
 			"time every op's benchmark cases (without a GPU: the host path of its parity cases)", (*cli).bench},
 		{"report", "[-write FILE] [-status DIR] RUN.json...",
 			"merge the JSON of several bench runs into one report; -status also writes DIR/STATUS.md and DIR/roofline.svg", (*cli).report},
