@@ -10,6 +10,7 @@ import (
 
 	"github.com/gokittens/kittens/act/acttest"
 	"github.com/gokittens/kittens/conv1d/conv1dtest"
+	"github.com/gokittens/kittens/moe/moetest"
 	"github.com/gokittens/kittens/norm/normtest"
 	"github.com/gokittens/kittens/rope/ropetest"
 	"github.com/gokittens/kittens/softmax/softmaxtest"
@@ -23,6 +24,7 @@ func Families() suite.Families {
 	fs := suite.Families{
 		acttest.Suite(),
 		conv1dtest.Suite(),
+		moetest.Suite(),
 		normtest.Suite(),
 		ropetest.Suite(),
 		softmaxtest.Suite(),

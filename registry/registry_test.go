@@ -78,7 +78,7 @@ func TestEveryOpIsComplete(t *testing.T) {
 			seen["bench "+b.Name] = true
 		}
 	}
-	for _, f := range []string{"norm", "act", "softmax", "rope", "topk", "conv1d"} {
+	for _, f := range []string{"norm", "act", "softmax", "rope", "topk", "conv1d", "moe"} {
 		if !families[f] {
 			t.Errorf("family %s is not in the list", f)
 		}
