@@ -170,7 +170,7 @@ type permuteCase struct {
 	What       string
 }
 
-// permuteCases cover the sizes (T of 0, 1, 7, 4096 and 65536; E from
+// permuteCases cover the family's parity sizes (T of 0, 1, 7, 4096 and 65536; E from
 // 8 to 512; k from 1 to 10), every dtype copied and quantized, the three
 // layouts, skewed and sparse routing, rows of 16-byte, narrower and single
 // accesses, one pass or several, sub-warp, warp and block groups, row
@@ -368,7 +368,7 @@ type unpermuteCase struct {
 	What       string
 }
 
-// unpermuteCases cover the sizes, every dtype and a widened
+// unpermuteCases cover the family's parity sizes, every dtype and a widened
 // output, the three layouts (vLLM's padded rows, dropped slots), no
 // weights, no positions, strides and every access width.
 var unpermuteCases = []unpermuteCase{
@@ -477,7 +477,7 @@ type permuteBench struct {
 	Quant      bool
 }
 
-// permuteBenches: the models at decode (T ≤ 64), prefill and large
+// permuteBenches: the routed models at decode (T ≤ 64), prefill and large
 // batches; the large ones move 0.1 to 1.4 GB.
 var permuteBenches = []permuteBench{
 	{Model: "DeepSeek-V3", T: 1, E: 256, K: 8, H: 7168, DT: tensor.BF16, Quant: true},

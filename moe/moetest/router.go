@@ -59,7 +59,7 @@ type routerCase struct {
 	What   string
 }
 
-// routerCases cover the models' shapes and the sizes (T of 1, 7,
+// routerCases cover the models' shapes and the parity sizes (T of 1, 7,
 // 4096 and 65536; E from 8 to 512; K from 1 to 10, and 22), every logits
 // dtype, aligned and unaligned rows (vector and scalar loads), odd E, both
 // scorings, bias, groups, renormalization, scaling, the shared expert,
