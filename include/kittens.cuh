@@ -310,6 +310,25 @@ template <Cache H = Cache::plain, class V> KI void store(typename V::elem* p, co
   }
 }
 
+// Warp-wide integer verbs (every lane must take part): the sum of v over
+// the warp (redux.sync, sm_80 and later), the mask of the lanes below this
+// one, and the mask of the lanes holding the same v (match.any).
+KI u32 redux_add(u32 v) {
+  u32 r;
+  asm volatile("redux.sync.add.u32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
+  return r;
+}
+KI u32 lanemask_lt() {
+  u32 r;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(r));
+  return r;
+}
+KI u32 match_any(u32 v) {
+  u32 r;
+  asm volatile("match.any.sync.b32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
+  return r;
+}
+
 // Warp and block reductions (fp32).
 KI float warp_sum(float v) {
 #pragma unroll

@@ -24,16 +24,6 @@
 // Defines: WARPS (warps per block of the fused, count and scatter kernels).
 #include "kittens.cuh"
 
-KI u32 sort_match(int v) {
-  u32 r;
-  asm volatile("match.any.sync.b32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
-  return r;
-}
-KI u32 sort_lanes_below() {
-  u32 r;
-  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(r));
-  return r;
-}
 KI u64 sort_shfl_up(u64 v, int d) {
   const u32 lo = __shfl_up_sync(0xffffffffu, (u32)v, d), hi = __shfl_up_sync(0xffffffffu, (u32)(v >> 32), d);
   return ((u64)hi << 32) | lo;
@@ -60,7 +50,7 @@ KI void sort_tile_hist(const int* ids, const int* emap, int lo, int hi, int E, i
   for (int f0 = lo + (int)(threadIdx.x & ~31u); f0 < hi; f0 += blockDim.x) {
     const int f = f0 + lane;
     const int e = f < hi ? sort_bucket(ids, emap, f, E) : -1;
-    const u32 m = sort_match(e);
+    const u32 m = match_any((u32)e);
     if (e >= 0 && lane == __ffs(m) - 1) atomicAdd(&h[e], __popc(m));
   }
 }
@@ -80,7 +70,7 @@ KI void sort_warp_count(const int* ids, const int* emap, SortRun r, int E, int* 
   for (int f0 = r.lo; f0 < r.hi; f0 += 32) {
     const int f = f0 + lane;
     const int e = f < r.hi ? sort_bucket(ids, emap, f, E) : -1;
-    const u32 m = sort_match(e);
+    const u32 m = match_any((u32)e);
     if (e >= 0 && lane == __ffs(m) - 1) cur[e] += __popc(m);
     __syncwarp();
   }
@@ -106,12 +96,12 @@ template <class Base> KI void sort_bases(int* cur, int E, Base base) {
 // among the pairs of e before it), or e = p = −1 where it is dropped.
 template <class Emit> KI void sort_warp_scatter(const int* ids, const int* emap, SortRun r, int E, int* cur, Emit emit) {
   const int lane = threadIdx.x & 31;
-  const u32 below = sort_lanes_below();
+  const u32 below = lanemask_lt();
   for (int f0 = r.lo; f0 < r.hi; f0 += 32) {
     const int f = f0 + lane;
     const bool in = f < r.hi;
     const int e = in ? sort_bucket(ids, emap, f, E) : -1;
-    const u32 m = sort_match(e);
+    const u32 m = match_any((u32)e);
     if (in) emit(f, e, e >= 0 ? cur[e] + __popc(m & below) : -1);
     __syncwarp();
     if (e >= 0 && lane == __ffs(m) - 1) cur[e] += __popc(m);

@@ -39,21 +39,6 @@ template <> struct KeyBits<float> { static constexpr int value = 32; };
 #define KEY_BITS (KeyBits<DTYPE>::value)
 
 // Warp helpers (all lanes must take part).
-KI u32 redux_add(u32 v) {
-  u32 r;
-  asm volatile("redux.sync.add.u32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
-  return r;
-}
-KI u32 lanemask_lt() {
-  u32 r;
-  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(r));
-  return r;
-}
-KI u32 match_any(u32 v) {
-  u32 r;
-  asm volatile("match.any.sync.b32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
-  return r;
-}
 KI u64 shfl_xor_u64(u64 v, int m) {
   u32 lo = __shfl_xor_sync(0xffffffffu, (u32)v, m);
   u32 hi = __shfl_xor_sync(0xffffffffu, (u32)(v >> 32), m);
